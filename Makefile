@@ -1,0 +1,43 @@
+# Two entry points: `make demo` and `make test`. Each builds .venv from nothing on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CACHE  := .cache
+DEMO   := demo
+WHISPER_SDIST := openai-whisper==20250625
+# whisper's tokenizer vocabulary and mel filters; the wheel's code (and its torch import) is never used.
+ASSETS := $(CACHE)/whisper-assets
+export COSYVOICE_WHISPER_ASSETS := $(abspath $(ASSETS))
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(VENV)/.installed $(ASSETS)/multilingual.tiktoken
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: this machine has the CPU build on disk; anything else pulls a CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[function,export,test]'
+	# The upstream reference for the parity tests; --no-deps keeps its GPU-leaning requirements out.
+	$(BIN)/pip install -q --no-deps cosyvoice-minicpmo==0.1.0
+	touch $@
+
+$(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
+	mkdir -p $(CACHE)/sdist $(ASSETS)
+	$(BIN)/pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
+	$(BIN)/python -m export.assets extract $(CACHE)/sdist $(ASSETS)
+
+demo: setup
+	$(BIN)/python -m export fake --size tiny $(DEMO)/model
+	$(BIN)/python -m export $(DEMO)/model $(DEMO)/artifact --force
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check function export tests bench
+	$(BIN)/mypy function
+
+clean:
+	rm -rf $(DEMO) $(CACHE) build *.egg-info

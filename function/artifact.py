@@ -1,0 +1,326 @@
+"""The export artifact: manifest, one aligned weights file, small ONNX graphs; opened from disk or memory.
+
+Layout of an artifact directory:
+
+    manifest.json          this module's `Manifest`
+    weights.bin            every large tensor of every graph, each at a 64 KiB-aligned offset, stored once
+    <graph>.onnx           graph structure plus tensors under 64 KiB; external data points into weights.bin
+    multilingual.tiktoken  the v1 text tokenizer's vocabulary
+    campplus.onnx, speech_tokenizer_v1.onnx   copied through when the model directory has them
+
+`Artifact.open(dir)` leaves the weights where they are (onnxruntime maps them); `Artifact.from_files`
+takes the same files already in memory (the S3 → SnapStart path) and hands the weights buffer to
+onnxruntime without writing it anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import mmap
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from function.contract import (
+    FORMAT_VERSION,
+    GRAPHS,
+    MANIFEST_FILE,
+    WEIGHTS_FILE,
+    TensorSpec,
+)
+from function.errors import ArtifactError
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+@dataclass(frozen=True)
+class LLMParams:
+    speech_token_size: int = 4096  # EOS is this id; the decoder emits speech_token_size + 1 logits
+    top_p: float = 0.8
+    top_k: int = 25
+    win_size: int = 10  # repetition-aware sampling window
+    tau_r: float = 0.1
+    min_token_text_ratio: float = 2.0
+    max_token_text_ratio: float = 20.0
+    max_context: int = 5000  # positions the relative encoding is defined for
+
+
+@dataclass(frozen=True)
+class FlowParams:
+    n_mels: int = 80
+    input_frame_rate: int = 50  # speech tokens per second
+    n_timesteps: int = 10
+    inference_cfg_rate: float = 0.7
+    t_scheduler: str = "cosine"
+
+
+@dataclass(frozen=True)
+class VocoderParams:
+    sample_rate: int = 22050
+    upsample_factor: int = 256  # samples per mel frame: prod(upsample_rates) * istft hop
+    n_fft: int = 16
+    hop_len: int = 4
+    nb_harmonics: int = 8  # overtones; the source has nb_harmonics + 1 sines
+    sine_amp: float = 0.1
+    noise_std: float = 0.003
+    voiced_threshold: float = 10.0
+    audio_limit: float = 0.99
+
+
+@dataclass(frozen=True)
+class MelParams:
+    """The flow's mel features (matcha's mel_spectrogram), used for zero-shot prompts."""
+
+    sample_rate: int = 22050
+    n_fft: int = 1024
+    num_mels: int = 80
+    hop_size: int = 256
+    win_size: int = 1024
+    fmin: float = 0.0
+    fmax: float = 8000.0
+    center: bool = False
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    llm: LLMParams = field(default_factory=LLMParams)
+    flow: FlowParams = field(default_factory=FlowParams)
+    vocoder: VocoderParams = field(default_factory=VocoderParams)
+    mel: MelParams = field(default_factory=MelParams)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ModelParams:
+        return cls(
+            llm=_build(LLMParams, data.get("llm", {})),
+            flow=_build(FlowParams, data.get("flow", {})),
+            vocoder=_build(VocoderParams, data.get("vocoder", {})),
+            mel=_build(MelParams, data.get("mel", {})),
+        )
+
+
+def _build(cls: type, data: Mapping[str, Any]) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ArtifactError(f"manifest: unknown {cls.__name__} fields {sorted(unknown)}")
+    return cls(**data)
+
+
+@dataclass(frozen=True)
+class GraphEntry:
+    """One graph file of the artifact, with the concrete shapes read from the exported model."""
+
+    name: str
+    file: str
+    role: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    size: int
+    sha256: str
+    external_weights: bool  # False for graphs copied through self-contained (campplus, tokenizer)
+    quantization: str = "fp32"  # fp32 graphs stay file-backed; quantised ones need prepacking
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["inputs"] = [spec.to_dict() for spec in self.inputs]
+        data["outputs"] = [spec.to_dict() for spec in self.outputs]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GraphEntry:
+        values = dict(data)
+        values["inputs"] = tuple(TensorSpec.from_dict(d) for d in data["inputs"])
+        values["outputs"] = tuple(TensorSpec.from_dict(d) for d in data["outputs"])
+        return _build(cls, values)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    file: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    format_version: int
+    source: dict[str, Any]  # {"name": ..., "files": {file: sha256}}
+    params: ModelParams
+    graphs: dict[str, GraphEntry]
+    weights: FileEntry
+    tokenizer: FileEntry
+    speakers: dict[str, list[float]]  # name -> 192-d embedding (as stored in spk2info.pt)
+    export_options: dict[str, Any]
+    versions: dict[str, str]
+
+    @property
+    def sample_rate(self) -> int:
+        return self.params.vocoder.sample_rate
+
+    def to_dict(self) -> dict:
+        return {
+            "format_version": self.format_version,
+            "source": self.source,
+            "sample_rate": self.sample_rate,
+            "token_rate": self.params.flow.input_frame_rate,
+            "mel_rate": self.params.vocoder.sample_rate / self.params.mel.hop_size,
+            "params": asdict(self.params),
+            "graphs": {name: entry.to_dict() for name, entry in self.graphs.items()},
+            "weights": asdict(self.weights),
+            "tokenizer": asdict(self.tokenizer),
+            "speakers": self.speakers,
+            "export_options": self.export_options,
+            "versions": self.versions,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ArtifactError(
+                f"artifact format version {version!r} is not supported (this runtime reads {FORMAT_VERSION});"
+                " export the model again with this version's exporter"
+            )
+        try:
+            return cls(
+                format_version=version,
+                source=dict(data["source"]),
+                params=ModelParams.from_dict(data["params"]),
+                graphs={name: GraphEntry.from_dict(entry) for name, entry in data["graphs"].items()},
+                weights=_build(FileEntry, data["weights"]),
+                tokenizer=_build(FileEntry, data["tokenizer"]),
+                speakers={name: list(map(float, emb)) for name, emb in data["speakers"].items()},
+                export_options=dict(data["export_options"]),
+                versions=dict(data["versions"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ArtifactError(f"manifest is malformed: {exc!r}") from exc
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
+
+
+def sha256_of(data: Buffer | Path) -> str:
+    digest = hashlib.sha256()
+    if isinstance(data, Path):
+        with data.open("rb") as handle:
+            while chunk := handle.read(1 << 22):
+                digest.update(chunk)
+    else:
+        digest.update(data)
+    return digest.hexdigest()
+
+
+class Artifact:
+    """An opened artifact: the manifest plus access to each file, on disk (mmap) or in memory."""
+
+    def __init__(self, manifest: Manifest, files: Mapping[str, Buffer], root: Path | None) -> None:
+        self.manifest = manifest
+        self.root = root
+        self._files = dict(files)
+
+    @classmethod
+    def open(cls, root: str | Path, verify_hashes: bool = False) -> Artifact:
+        """Open an artifact directory. Sizes are always checked; sha256 only when asked (it reads 1.7 GB)."""
+        root = Path(root)
+        manifest_path = root / MANIFEST_FILE
+        if not manifest_path.is_file():
+            raise ArtifactError(f"{root} is not an artifact directory: {MANIFEST_FILE} is missing")
+        manifest = _read_manifest(manifest_path.read_bytes(), str(manifest_path))
+        files: dict[str, Buffer] = {}
+        for entry in _file_entries(manifest):
+            path = root / entry.file
+            if not path.is_file():
+                raise ArtifactError(f"artifact {root}: {entry.file} is missing")
+            files[entry.file] = _map_file(path)
+        artifact = cls(manifest, files, root)
+        artifact.check(verify_hashes)
+        return artifact
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, Buffer], verify_hashes: bool = False) -> Artifact:
+        """An artifact whose files are already in memory (read from S3 during INIT)."""
+        if MANIFEST_FILE not in files:
+            raise ArtifactError(f"artifact files lack {MANIFEST_FILE}")
+        manifest = _read_manifest(bytes(files[MANIFEST_FILE]), MANIFEST_FILE)
+        missing = [entry.file for entry in _file_entries(manifest) if entry.file not in files]
+        if missing:
+            raise ArtifactError(f"artifact files lack {', '.join(missing)}")
+        artifact = cls(manifest, files, None)
+        artifact.check(verify_hashes)
+        return artifact
+
+    def check(self, verify_hashes: bool) -> None:
+        for entry in _file_entries(self.manifest):
+            data = self._files[entry.file]
+            if len(data) != entry.size:
+                raise ArtifactError(
+                    f"artifact file {entry.file} has {len(data)} bytes, the manifest says {entry.size}:"
+                    " the artifact is truncated or from another export"
+                )
+            if verify_hashes and sha256_of(data) != entry.sha256:
+                raise ArtifactError(f"artifact file {entry.file} does not match its sha256 in the manifest")
+
+    def file(self, name: str) -> Buffer:
+        try:
+            return self._files[name]
+        except KeyError:
+            raise ArtifactError(f"artifact has no file {name}") from None
+
+    def has_graph(self, name: str) -> bool:
+        return name in self.manifest.graphs
+
+    def graph(self, name: str) -> GraphEntry:
+        try:
+            return self.manifest.graphs[name]
+        except KeyError:
+            raise ArtifactError(f"artifact has no graph {name!r} (known: {sorted(self.manifest.graphs)})") from None
+
+    @property
+    def weights(self) -> Buffer:
+        return self._files[self.manifest.weights.file]
+
+
+def _read_manifest(data: bytes, where: str) -> Manifest:
+    try:
+        raw = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{where} is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{where} is not a JSON object")
+    manifest = Manifest.from_dict(raw)
+    unknown = [name for name in manifest.graphs if name not in GRAPHS]
+    if unknown:
+        raise ArtifactError(f"manifest names graphs this runtime does not know: {unknown}")
+    return manifest
+
+
+def _file_entries(manifest: Manifest) -> list[FileEntry]:
+    entries = [manifest.weights, manifest.tokenizer]
+    entries += [FileEntry(g.file, g.size, g.sha256) for g in manifest.graphs.values()]
+    return entries
+
+
+def _map_file(path: Path) -> Buffer:
+    size = path.stat().st_size
+    if size == 0:
+        return b""
+    with path.open("rb") as handle:
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+__all__ = [
+    "Artifact",
+    "FileEntry",
+    "FlowParams",
+    "GraphEntry",
+    "LLMParams",
+    "Manifest",
+    "MelParams",
+    "ModelParams",
+    "VocoderParams",
+    "WEIGHTS_FILE",
+    "sha256_of",
+]

@@ -1,0 +1,67 @@
+"""One frozen options object carries a request from the edge (HTTP, SQS, direct invoke, CLI) to the engine.
+
+Defaults and the mode are resolved here, once; the edges only translate their wire format into this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from function.errors import InvalidRequest, TextTooLong, UnsupportedFormat
+
+AUDIO_FORMATS = ("wav", "flac", "ogg", "mp3", "pcm")
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+DEFAULT_MAX_TEXT_CHARS = 2000
+
+
+class Mode(str, Enum):
+    SFT = "sft"  # a built-in speaker of the -SFT model
+    INSTRUCT = "instruct"  # a built-in speaker plus a style instruction (-Instruct model)
+    ZERO_SHOT = "zero_shot"  # clone the voice of prompt audio, given its transcript
+    CROSS_LINGUAL = "cross_lingual"  # clone the voice of prompt audio, without its transcript
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    text: str  # what to say
+    speaker: str | None = None  # built-in speaker (SFT, instruct); ignored when prompt_audio is given
+    instruct: str | None = None  # style instruction, e.g. "A calm, low voice." (instruct mode)
+    prompt_audio: bytes | None = None  # reference recording for voice cloning, any soundfile format
+    prompt_text: str | None = None  # transcript of prompt_audio; without it the mode is cross-lingual
+    format: str = "wav"  # one of AUDIO_FORMATS
+    speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
+    seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
+    stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
+
+    @property
+    def mode(self) -> Mode:
+        if self.prompt_audio is not None:
+            return Mode.ZERO_SHOT if self.prompt_text else Mode.CROSS_LINGUAL
+        if self.instruct:
+            return Mode.INSTRUCT
+        return Mode.SFT
+
+    def validated(self, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
+        """Check everything that does not need the model; return self so edges can chain it."""
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidRequest("text is empty: give the words to speak")
+        if len(self.text) > max_text_chars:
+            raise TextTooLong(
+                f"text has {len(self.text)} characters, the limit is {max_text_chars};"
+                " split it or use the batch (SQS) path"
+            )
+        if self.format not in AUDIO_FORMATS:
+            raise UnsupportedFormat(f"format {self.format!r} is not supported; choose one of {', '.join(AUDIO_FORMATS)}")
+        if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:
+            raise InvalidRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):
+            raise InvalidRequest("seed must be a non-negative integer below 2**63")
+        if self.mode in (Mode.SFT, Mode.INSTRUCT) and not self.speaker:
+            raise InvalidRequest("speaker is required unless prompt_audio is given")
+        if self.prompt_text is not None and self.prompt_audio is None:
+            raise InvalidRequest("prompt_text was given without prompt_audio")
+        return self
+
+
+__all__ = ["AUDIO_FORMATS", "MAX_SPEED", "MIN_SPEED", "Mode", "SynthesisOptions"]
