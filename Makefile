@@ -41,3 +41,11 @@ lint: setup
 
 clean:
 	rm -rf $(DEMO) $(CACHE) build *.egg-info
+
+# Side-by-side benchmarks on full-size random weights (built on first use): tables on stdout, JSON and
+# bench/results/summary.md + phases.png. Takes up to ~20 minutes on 2 cores; see bench/__main__.py.
+bench: setup
+	$(BIN)/pip install -q -e '.[bench]'
+	test -f $(CACHE)/full/model/cosyvoice.yaml || $(BIN)/python -m export fake --size full $(CACHE)/full/model
+	test -f $(CACHE)/full/artifact/manifest.json || $(BIN)/python -m export $(CACHE)/full/model $(CACHE)/full/artifact
+	$(BIN)/python -m bench all

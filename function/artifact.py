@@ -54,6 +54,9 @@ class FlowParams:
     n_timesteps: int = 10
     inference_cfg_rate: float = 0.7
     t_scheduler: str = "cosine"
+    # The flow's own mel frame rate, which upstream hard-codes (22050 / 256) to size mu from token counts.
+    sample_rate: int = 22050
+    hop_size: int = 256
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,12 @@ class Manifest:
         except (KeyError, TypeError) as exc:
             raise ArtifactError(f"manifest is malformed: {exc!r}") from exc
 
+    def files(self) -> list[FileEntry]:
+        """Every file the artifact consists of besides the manifest, with its size and sha256."""
+        entries = [self.weights, self.tokenizer]
+        entries += [FileEntry(g.file, g.size, g.sha256) for g in self.graphs.values()]
+        return entries
+
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=1, ensure_ascii=False) + "\n"
 
@@ -230,7 +239,7 @@ class Artifact:
             raise ArtifactError(f"{root} is not an artifact directory: {MANIFEST_FILE} is missing")
         manifest = _read_manifest(manifest_path.read_bytes(), str(manifest_path))
         files: dict[str, Buffer] = {}
-        for entry in _file_entries(manifest):
+        for entry in manifest.files():
             path = root / entry.file
             if not path.is_file():
                 raise ArtifactError(f"artifact {root}: {entry.file} is missing")
@@ -245,7 +254,7 @@ class Artifact:
         if MANIFEST_FILE not in files:
             raise ArtifactError(f"artifact files lack {MANIFEST_FILE}")
         manifest = _read_manifest(bytes(files[MANIFEST_FILE]), MANIFEST_FILE)
-        missing = [entry.file for entry in _file_entries(manifest) if entry.file not in files]
+        missing = [entry.file for entry in manifest.files() if entry.file not in files]
         if missing:
             raise ArtifactError(f"artifact files lack {', '.join(missing)}")
         artifact = cls(manifest, files, None)
@@ -253,7 +262,7 @@ class Artifact:
         return artifact
 
     def check(self, verify_hashes: bool) -> None:
-        for entry in _file_entries(self.manifest):
+        for entry in self.manifest.files():
             data = self._files[entry.file]
             if len(data) != entry.size:
                 raise ArtifactError(
@@ -295,12 +304,6 @@ def _read_manifest(data: bytes, where: str) -> Manifest:
     if unknown:
         raise ArtifactError(f"manifest names graphs this runtime does not know: {unknown}")
     return manifest
-
-
-def _file_entries(manifest: Manifest) -> list[FileEntry]:
-    entries = [manifest.weights, manifest.tokenizer]
-    entries += [FileEntry(g.file, g.size, g.sha256) for g in manifest.graphs.values()]
-    return entries
 
 
 def _map_file(path: Path) -> Buffer:

@@ -67,6 +67,17 @@ def _t(name: str, dtype: str, *shape: int | str) -> TensorSpec:
 
 
 # --- LLM (TransformerLM): prefill over the whole prefix, then one speech token per decode step --------
+# The decode step reads per-layer cache buffers in place (head-major, `capacity` rows of which the first
+# `past_len` are valid) and returns only the new rows; the runtime writes them into its buffers. Per-layer
+# inputs are what makes this copy-free: slicing one stacked cache inside a graph copies it every step.
+# Cache kinds per layer: key, value, and the layer's linear_pos(pe(r)) rows for distances r = 0, 1, ...
+LLM_CACHE_KINDS = ("key", "value", "pos")
+
+
+def llm_cache_input(kind: str, layer: int) -> str:
+    return f"past_{kind}_{layer}"
+
+
 LLM_PREFILL = GraphSpec(
     name="llm_prefill",
     role="llm",
@@ -77,21 +88,30 @@ LLM_PREFILL = GraphSpec(
     ),
     outputs=(
         _t("logp", "float32", 1, "speech_vocab"),  # log-probabilities of the next token, EOS last
-        _t("kv_cache", "float32", "layers", 2, "heads", "past_len", "head_dim"),
+        _t("cache", "float32", "layers", 3, "heads", "prefix_len", "head_dim"),  # kinds as LLM_CACHE_KINDS
     ),
 )
-LLM_DECODE = GraphSpec(
-    name="llm_decode",
-    role="llm",
-    inputs=(
-        _t("token", "int64", 1, 1),
-        _t("kv_cache", "float32", "layers", 2, "heads", "past_len", "head_dim"),
-    ),
-    outputs=(
-        _t("logp", "float32", 1, "speech_vocab"),
-        _t("new_kv_cache", "float32", "layers", 2, "heads", "next_len", "head_dim"),
-    ),
-)
+
+
+def llm_decode_spec(layers: int) -> GraphSpec:
+    """The decode graph of an LLM with `layers` decoder blocks (the released model has 14)."""
+    cache = tuple(
+        _t(llm_cache_input(kind, layer), "float32", "heads", "capacity", "head_dim")
+        for layer in range(layers)
+        for kind in LLM_CACHE_KINDS
+    )
+    return GraphSpec(
+        name="llm_decode",
+        role="llm",
+        inputs=(_t("token", "int64", 1, 1), _t("past_len", "int64"), *cache),
+        outputs=(
+            _t("logp", "float32", 1, "speech_vocab"),
+            _t("new_rows", "float32", "layers", 3, "heads", 1, "head_dim"),  # row past_len of each buffer
+        ),
+    )
+
+
+LLM_DECODE = llm_decode_spec(14)
 
 # --- Flow (MaskedDiffWithXvec): tokens -> mu, then the flow-matching estimator ------------------------
 FLOW_ENCODER = GraphSpec(
@@ -136,11 +156,11 @@ HIFT_GENERATOR = GraphSpec(
     role="vocoder",
     inputs=(
         _t("mel", "float32", 1, "n_mels", "mel_len"),
-        _t("sine_waves", "float32", 1, "samples", "n_sines"),  # SineGen output incl. noise; samples = mel_len*256
+        _t("sine_waves", "float32", 1, "samples", "n_sines"),  # SineGen output + noise; mel_len·256 samples
     ),
     outputs=(
-        _t("magnitude", "float32", 1, "n_bins", "frames"),
-        _t("phase", "float32", 1, "n_bins", "frames"),
+        _t("magnitude", "float32", 1, "n_bins", "frames"),  # exp(·) clipped at 1e2; frames = samples/hop + 1
+        _t("phase", "float32", 1, "n_bins", "frames"),  # sin(·), used as the phase angle, as upstream does
     ),
 )
 

@@ -42,11 +42,14 @@ class SynthesisOptions:
             return Mode.INSTRUCT
         return Mode.SFT
 
-    def validated(self, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
-        """Check everything that does not need the model; return self so edges can chain it."""
+    def validated(self, max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
+        """Check everything that does not need the model; return self so edges can chain it.
+
+        Each edge sets its own text limit (HTTP is bounded by Lambda's 30 s, batch is not); None skips it.
+        """
         if not isinstance(self.text, str) or not self.text.strip():
             raise InvalidRequest("text is empty: give the words to speak")
-        if len(self.text) > max_text_chars:
+        if max_text_chars is not None and len(self.text) > max_text_chars:
             raise TextTooLong(
                 f"text has {len(self.text)} characters, the limit is {max_text_chars};"
                 " split it or use the batch (SQS) path"

@@ -9,6 +9,7 @@ own. Import this module before any `cosyvoice` or `matcha` module.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import logging
 import sys
@@ -19,6 +20,9 @@ from pathlib import Path
 def _stub(name: str, **attrs: object) -> None:
     if name not in sys.modules:
         module = types.ModuleType(name)
+        # A spec lets importlib.util.find_spec (diffusers probes "transformers" with it) see the stub;
+        # no distribution metadata backs it, so diffusers still reports the package as absent.
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
         module.__dict__.update(attrs)
         sys.modules[name] = module
 

@@ -1,0 +1,204 @@
+"""One timed process: `python -m bench.child BACKEND MODE --source DIR --workload FILE --result FILE`.
+
+The parent (`python -m bench ...`) starts a fresh interpreter per measurement; this module runs inside
+it, drives one backend (ours or upstream) through the same steps and writes what it saw as JSON.
+
+Modes
+  coldstart  imports → load → sessions → warm-up → first (streamed) response, with memory at each mark
+  speed      after load and warm-up: non-streamed synthesis of each text (stage times, LLM ms/token),
+             then the latency of the first streamed chunk
+  worker     load, one response, then report and stay alive until stdin closes (separate processes)
+  forks      load and one response (INIT), then fork workers that answer one request each and stay
+             alive until released, growing the group (1, 2, 4): fork → response times and total PSS
+  lambda     INIT (load + warm-up) → first response → warm call; with --restore, fork() after INIT
+             → one response (the SnapStart stand-in; ours uses function.local.invoke for this)
+"""
+
+import time
+
+STARTED = time.monotonic()  # first statement: everything before it is interpreter start-up
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from bench.procs import PhaseClock, read_memory, total_pss, write_json  # noqa: E402
+
+
+def _backend(args: argparse.Namespace, speaker: str, seed: int) -> Any:
+    if args.backend == "ours":
+        from bench.ours import OursBackend
+
+        return OursBackend(args.source, args.threads, speaker, seed)
+    from bench.upstream import UpstreamBackend
+
+    return UpstreamBackend(args.source, args.threads, speaker, seed)
+
+
+def _respond(backend: Any, request: dict[str, Any], stream: bool = False) -> tuple[int, float | None]:
+    """Run one request to the end: (samples, seconds until the first chunk)."""
+    start = time.monotonic()
+    first_chunk = None
+    samples = 0
+    for chunk in backend.stream(request, stream):
+        if first_chunk is None:
+            first_chunk = time.monotonic() - start
+        samples += int(chunk.size)
+    return samples, first_chunk
+
+
+def coldstart(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    backend.import_stack()
+    clock.mark("imports")
+    backend.load(clock)  # marks "load" and "sessions"
+    backend.warm_up(workload["warm_up"])
+    clock.mark("warm_up")
+    chunks = backend.stream(workload["first"], True)
+    samples = next(chunks).size
+    clock.mark("first_chunk", sample_memory=False)
+    samples += sum(chunk.size for chunk in chunks)
+    clock.mark("response")
+    return {"audio_seconds": samples / backend.sample_rate}
+
+
+def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    from bench.stages import CONTEXTS, StageTimes
+
+    backend.import_stack()
+    backend.load(clock)
+    backend.warm_up(workload["warm_up"])
+    times = StageTimes()
+    backend.instrument(times)
+    texts: dict[str, list[dict[str, Any]]] = {}
+    for name in args.texts.split(","):
+        runs = []
+        for _ in range(args.runs):
+            times.reset()
+            start = time.monotonic()
+            samples, _ = _respond(backend, workload["texts"][name])
+            wall = time.monotonic() - start
+            runs.append(
+                {
+                    "wall": wall,
+                    "audio_seconds": samples / backend.sample_rate,
+                    "stages": dict(times.seconds),
+                    "tokens": len(times.steps) + len(times.first_token),
+                    "first_token": list(times.first_token),
+                    "step_ms": {str(c): times.step_ms_at(c) for c in CONTEXTS},
+                }
+            )
+        texts[name] = runs
+    # Streaming last: upstream's LLM thread cannot be stopped once started, so nothing may run after it.
+    chunks = backend.stream(workload["texts"][args.stream_text], True)
+    start = time.monotonic()
+    next(chunks)
+    first_chunk = time.monotonic() - start
+    return {"texts": texts, "first_chunk": {args.stream_text: first_chunk}, "exit_now": True}
+
+
+def worker(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    backend.import_stack()
+    backend.load(clock)
+    _respond(backend, workload["first"])
+    clock.mark("response")
+    return {"pid": os.getpid(), "hold": True}
+
+
+def _clone(backend: Any, request: dict[str, Any], report_w: int, release_r: int | None) -> int:
+    """fork() a worker that answers one request, reports its fork → response time, then waits to be
+    released (reading `release_r` until the parent closes it) or exits at once."""
+    forked_at = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _respond(backend, request)
+        line = json.dumps({"pid": os.getpid(), "fork_to_response": time.monotonic() - forked_at}) + "\n"
+        os.write(report_w, line.encode())
+        if release_r is not None:
+            os.read(release_r, 1)
+        os._exit(0)
+    return pid
+
+
+def forks(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    backend.import_stack()
+    backend.load(clock)
+    _respond(backend, workload["first"])  # INIT's warm-up: pages touched, caches filled before forking
+    clock.mark("init")
+    report_r, report_w = os.pipe()
+    release_r, release_w = os.pipe()
+    reports = os.fdopen(report_r)
+    children: list[int] = []
+    groups: dict[str, dict[str, Any]] = {}
+    for count in (int(n) for n in args.workers.split(",")):  # grow the group: 1, then 2, then 4 workers
+        added = [
+            _clone(backend, workload["first"], report_w, release_r) for _ in range(count - len(children))
+        ]
+        children += added
+        answers = [json.loads(reports.readline()) for _ in added]
+        groups[str(count)] = {"total_pss": total_pss([os.getpid(), *children]), "workers": answers}
+    os.close(release_w)
+    for pid in children:
+        os.waitpid(pid, 0)
+    return {"parent_pss": read_memory().pss, "groups": groups}
+
+
+def lambda_(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    """Upstream shaped like a Lambda function (ours goes through function.local.invoke instead): INIT is
+    load + warm-up; then a first response and a warm call, or with --restore fork() → one response."""
+    backend.import_stack()
+    backend.load(clock)
+    backend.warm_up(workload["warm_up"])
+    clock.mark("init")
+    if not args.restore:
+        _respond(backend, workload["first"])
+        clock.mark("first_response")
+        _respond(backend, workload["first"])
+        clock.mark("warm_call")
+        return {}
+    report_r, report_w = os.pipe()
+    pid = _clone(backend, workload["first"], report_w, None)
+    with os.fdopen(report_r) as reports:
+        restored = json.loads(reports.readline())
+    os.waitpid(pid, 0)
+    return {"restore": restored}
+
+
+MODES = {"coldstart": coldstart, "speed": speed, "worker": worker, "forks": forks, "lambda": lambda_}
+
+
+def main() -> None:
+    clock = PhaseClock(STARTED)
+    parser = argparse.ArgumentParser(prog="python -m bench.child")
+    parser.add_argument("backend", choices=("ours", "upstream"))
+    parser.add_argument("mode", choices=sorted(MODES))
+    parser.add_argument(
+        "--source", type=Path, required=True, help="artifact dir (ours) or model dir (upstream)"
+    )
+    parser.add_argument("--workload", type=Path, required=True)
+    parser.add_argument("--result", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--texts", default="")
+    parser.add_argument("--stream-text", default="")
+    parser.add_argument("--workers", default="1", help="forks: group sizes, e.g. 1,2,4")
+    parser.add_argument("--restore", action="store_true", help="lambda: the SnapStart stand-in (fork)")
+    args = parser.parse_args()
+    workload = json.loads(args.workload.read_text())
+    backend = _backend(args, workload["speaker"], workload["seed"])
+    data = MODES[args.mode](backend, workload, clock, args)
+    hold, exit_now = data.pop("hold", False), data.pop("exit_now", False)
+    data["clock"] = clock.to_dict()
+    write_json(args.result, data)
+    if hold:  # a worker stays resident until the parent has measured it
+        print("ready", flush=True)
+        sys.stdin.read()
+    if exit_now:
+        sys.stdout.flush()
+        os._exit(0)  # an upstream LLM thread may still be generating; its result is not wanted
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""`python -m bench coldstart`: process start → ready → first response, fresh processes, both sides.
+
+Runs alternate upstream and ours so machine drift hits both alike. Warm = the model files in the page
+cache (read once beforehand); cold = those files evicted with posix_fadvise(DONTNEED) before each run
+(Python, torch and onnxruntime libraries stay cached: only the model's bytes are cold).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.procs import drop_page_cache, resident_fraction
+from bench.tables import Table, median, mib, minimum, ratio, seconds
+
+SIDES = ("upstream", "ours")
+# (row label, how to get seconds from one run's phases), in the seed's phase-table order.
+PHASES: tuple[tuple[str, str], ...] = (
+    ("interpreter + imports", "imports"),
+    ("artifact / model load", "load"),
+    ("session creation", "sessions"),
+    ("ready (process start → loaded)", "ready"),
+    ("warm-up", "warm_up"),
+    ("first chunk (after warm-up)", "first_chunk"),
+    ("first response (after warm-up)", "first_response"),
+    ("process start → first response", "total"),
+)
+
+
+def model_files(directory: Path) -> list[Path]:
+    return sorted(path for path in directory.iterdir() if path.is_file())
+
+
+def prime(files: list[Path]) -> None:
+    """Read files once so they are in the page cache."""
+    for path in files:
+        with path.open("rb") as handle:
+            while handle.read(16 * 1024 * 1024):
+                pass
+
+
+def summarize_run(result: Any) -> dict[str, Any]:
+    phases = result.phases
+    memory = result.data["clock"]["memory"]
+    return {
+        "imports": phases["interpreter"] + phases["imports"],
+        "load": phases["load"],
+        "sessions": phases["sessions"],
+        "ready": result.since_spawn("sessions"),
+        "warm_up": phases["warm_up"],
+        "first_chunk": phases["first_chunk"],
+        "first_response": phases["first_chunk"] + phases["response"],
+        "total": result.since_spawn("response"),
+        "peak_rss": result.data["clock"]["final"]["peak_rss"],
+        "ready_anonymous": memory["sessions"]["anonymous"],
+        "ready_file_backed": memory["sessions"]["file_backed"],
+        "final_anonymous": result.data["clock"]["final"]["anonymous"],
+        "final_file_backed": result.data["clock"]["final"]["file_backed"],
+        "audio_seconds": result.data["audio_seconds"],
+    }
+
+
+def run(config: BenchConfig) -> tuple[dict[str, Any], list[Table]]:
+    config.workload()
+    files = {side: model_files(config.source(side)) for side in SIDES}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        cache: {side: [] for side in SIDES} for cache in ("warm", "cold")
+    }
+    for cache in ("warm", "cold"):
+        if cache == "warm":
+            prime(files["upstream"] + files["ours"])
+        for index in range(config.runs):
+            for side in SIDES:
+                resident = None
+                if cache == "cold":
+                    for path in files[side]:
+                        drop_page_cache(path)
+                    resident = max(resident_fraction(path) for path in files[side])
+                summary = summarize_run(config.child(side, "coldstart"))
+                summary["resident_before"] = resident
+                runs[cache][side].append(summary)
+                print(
+                    f"coldstart {cache} {side} run {index + 1}/{config.runs}:"
+                    f" ready {seconds(summary['ready'])}, first response {seconds(summary['total'])}",
+                    flush=True,
+                )
+    return {"runs": runs}, [table(runs[cache], cache, config.runs) for cache in ("warm", "cold")]
+
+
+def table(runs: dict[str, list[dict[str, Any]]], cache: str, count: int) -> Table:
+    result = Table(
+        f"Cold start, page cache {cache} (median of {count} fresh processes; min in brackets)",
+        ("phase", "ours", "upstream", "upstream / ours"),
+    )
+
+    def cell(side: str, key: str, fmt: Any) -> tuple[str, float | None]:
+        values = [run[key] for run in runs[side]]
+        middle = median(values)
+        return f"{fmt(middle)} ({fmt(minimum(values))})", middle
+
+    for label, key in PHASES:
+        ours, ours_value = cell("ours", key, seconds)
+        upstream, upstream_value = cell("upstream", key, seconds)
+        result.add(label, ours, upstream, ratio(upstream_value, ours_value))
+    for label, key in (
+        ("peak RSS", "peak_rss"),
+        ("anonymous at ready", "ready_anonymous"),
+        ("file-backed at ready", "ready_file_backed"),
+        ("anonymous at the end", "final_anonymous"),
+        ("file-backed at the end", "final_file_backed"),
+    ):
+        ours, ours_value = cell("ours", key, mib)
+        upstream, upstream_value = cell("upstream", key, mib)
+        result.add(label, ours, upstream, ratio(upstream_value, ours_value))
+    audio = runs["ours"][0]["audio_seconds"] if runs["ours"] else None
+    result.notes.append(
+        f"first response: {audio and round(audio, 2)} s of audio, streamed; both sides warm up"
+        " with the same short text first"
+    )
+    if cache == "cold":
+        worst = max((run["resident_before"] or 0.0 for side in runs.values() for run in side), default=0.0)
+        result.notes.append(f"cold: model files evicted before each run (at most {worst:.0%} still resident)")
+    return result
+
+
+__all__ = ["run"]

@@ -1,0 +1,66 @@
+"""Our side of every measurement: `function.engine.Engine` on an exported artifact (no torch anywhere)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.procs import PhaseClock
+from bench.stages import StageTimes, TimedProxy
+
+
+class OursBackend:
+    name = "ours"
+
+    def __init__(self, artifact_dir: Path, threads: int | None, speaker: str, seed: int) -> None:
+        self.artifact_dir = artifact_dir
+        self.threads = threads
+        self.speaker = speaker
+        self.seed = seed
+        self.engine: Any = None
+
+    def import_stack(self) -> None:
+        import function.engine  # noqa: F401  (the measured import: onnxruntime, numpy, tiktoken, ours)
+
+    def load(self, clock: PhaseClock) -> None:
+        from function.artifact import Artifact
+        from function.engine import Engine
+
+        artifact = Artifact.open(self.artifact_dir)
+        clock.mark("load")
+        self.engine = Engine.load(artifact, threads=self.threads)
+        clock.mark("sessions")
+
+    @property
+    def sample_rate(self) -> int:
+        return int(self.engine.sample_rate)
+
+    def warm_up(self, request: dict[str, Any]) -> None:
+        self.engine.warm_up()  # the engine's own warm-up, as deployed (the request is upstream's twin)
+
+    def stream(self, request: dict[str, Any], stream: bool) -> Iterator[Any]:
+        from function.options import SynthesisOptions
+
+        options = SynthesisOptions(text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream)
+        return iter(self.engine.stream(options))
+
+    def instrument(self, times: StageTimes) -> None:
+        engine = self.engine
+        engine.llm.generate = times.timed_tokens(engine.llm.generate, _prefix_length)
+        engine.flow = TimedProxy(engine.flow, "flow", times, ("__call__",))
+        engine.vocoder = TimedProxy(engine.vocoder, "vocoder", times, ("f0", "sine_waves", "generate"))
+
+
+def _prefix_length(text: Any, prompt_text: Any, embedding: Any, prompt_tokens: Any, *rest: Any) -> int:
+    """Positions before the first speech token: sos, speaker (0 or 1), prompt text + text, task id, prompt."""
+    return (
+        2
+        + int(text.shape[1])
+        + int(prompt_text.shape[1])
+        + int(embedding.shape[0])
+        + int(prompt_tokens.shape[1])
+    )
+
+
+__all__ = ["OursBackend"]

@@ -1,0 +1,119 @@
+"""`python -m bench speed`: warm synthesis speed, upstream fp32 beside ours with fp32 / int8 / int4 LLM.
+
+One fresh process per variant: load, warm up, then each text `runs` times (non-streamed), then the first
+chunk of a streamed request. Real-time factor = synthesis seconds / audio seconds (lower is faster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.config import BenchConfig
+from bench.stages import CONTEXTS
+from bench.tables import Table, median, plain, ratio, seconds
+
+STREAM_TEXT = "ten_seconds"
+
+
+def variants(config: BenchConfig) -> tuple[list[tuple[str, str, Any]], list[str]]:
+    """(label, side, source) for each variant that exists, alternating sides, and notes on the missing."""
+    found: list[tuple[str, str, Any]] = [("upstream fp32", "upstream", config.model_dir)]
+    missing = []
+    for weights, path in config.artifacts.items():
+        if (path / "manifest.json").exists():
+            found.append((f"ours {weights}", "ours", path))
+        else:
+            missing.append(
+                f"ours {weights}: no artifact at {path} (skipped; build it with"
+                f" `python -m export {config.model_dir} {path} --llm-weights {weights}`)"
+            )
+    return found, missing
+
+
+def run(config: BenchConfig, texts: tuple[str, ...]) -> tuple[dict[str, Any], list[Table]]:
+    workload = config.workload()
+    found, missing = variants(config)
+    results: dict[str, Any] = {}
+    for label, side, source in found:
+        child = config.child(
+            side,
+            "speed",
+            source,
+            "--runs",
+            str(config.runs),
+            "--texts",
+            ",".join(texts),
+            "--stream-text",
+            STREAM_TEXT,
+        )
+        results[label] = child.data
+        print(f"speed {label}: done in {seconds(child.ended - child.spawned)}", flush=True)
+    return {"variants": results, "missing": missing, "workload": workload["texts"]}, [
+        table(results, texts, workload, missing, config.runs)
+    ]
+
+
+def _runs(data: dict[str, Any], text: str) -> list[dict[str, Any]]:
+    return data["texts"].get(text, [])
+
+
+def _rtf(runs: list[dict[str, Any]]) -> float | None:
+    return median([run["wall"] / run["audio_seconds"] for run in runs if run["audio_seconds"] > 0])
+
+
+def _per_audio_second(runs: list[dict[str, Any]], stage: str) -> float | None:
+    return median(
+        [run["stages"].get(stage, 0.0) / run["audio_seconds"] for run in runs if run["audio_seconds"] > 0]
+    )
+
+
+def _step_ms(runs: list[dict[str, Any]], context: int) -> float | None:
+    return median(
+        [run["step_ms"][str(context)] for run in runs if run["step_ms"].get(str(context)) is not None]
+    )
+
+
+def table(
+    results: dict[str, Any], texts: tuple[str, ...], workload: dict[str, Any], missing: list[str], runs: int
+) -> Table:
+    labels = list(results)
+    ours = [label for label in labels if label.startswith("ours")]
+    result = Table(
+        f"Warm speed (median of {runs} run(s) per text; RTF = compute seconds per audio second)",
+        ("measure", *labels, "upstream / best ours"),
+    )
+
+    def add(label: str, values: dict[str, float | None], fmt: Any) -> None:
+        best = min((values[o] for o in ours if values[o] is not None), default=None)
+        result.add(label, *(fmt(values[name]) for name in labels), ratio(values.get("upstream fp32"), best))
+
+    for text in texts:
+        audio = median([run["audio_seconds"] for data in results.values() for run in _runs(data, text)])
+        add(
+            f"RTF, {text} ({plain(audio, 1)} s audio)",
+            {n: _rtf(_runs(d, text)) for n, d in results.items()},
+            plain,
+        )
+    all_runs = {name: [run for text in texts for run in _runs(data, text)] for name, data in results.items()}
+    for context in CONTEXTS:
+        add(
+            f"LLM ms/token at {context} positions",
+            {n: _step_ms(r, context) for n, r in all_runs.items()},
+            lambda v: plain(v, 1),
+        )
+    for stage in ("flow", "vocoder"):
+        add(f"{stage} s per audio s", {n: _per_audio_second(r, stage) for n, r in all_runs.items()}, plain)
+    add(
+        f"first streamed chunk ({STREAM_TEXT})",
+        {n: d["first_chunk"][STREAM_TEXT] for n, d in results.items()},
+        seconds,
+    )
+    result.notes += missing
+    result.notes.append(
+        "random weights: every segment runs to 20 speech tokens per text token (EOS is"
+        " almost never drawn), so audio length follows from the text's token count"
+    )
+    return result
+
+
+__all__ = ["run"]

@@ -1,0 +1,65 @@
+"""What every measurement says: fixed texts, tokenised once by our front end for both sides.
+
+With random weights the LLM almost never samples EOS, so a segment of N text tokens yields its upper
+bound of 20·N speech tokens (upstream's max_token_text_ratio), 50 per second of audio: the audio length
+follows from the token count. The texts are chosen with that in mind (see `expected_seconds`).
+Upstream receives the same token ids per segment (its own normaliser is not installed), so both sides
+synthesise exactly the same inputs with the same speaker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench.procs import write_json
+
+SPEAKER = "中文女"
+SEED = 0
+SPEECH_TOKENS_PER_TEXT_TOKEN = 20  # upstream's max_token_text_ratio: where random weights end
+SPEECH_TOKEN_RATE = 50  # speech tokens per second of audio (v1)
+
+WARM_UP_TEXT = "Hello."  # function.engine.Engine.warm_up's text: upstream gets the same warm-up
+FIRST_TEXT = "Good morning."  # the first request after a cold start, and each worker's request
+TEXTS = {
+    "short": "The quick brown fox jumps over the lazy dog.",
+    # 25 text tokens → 500 speech tokens = 10 s with random weights
+    "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge,"
+    " where the fishermen were already waiting for her to arrive.",
+    "paragraph": "The library opens at nine. Visitors may borrow up to five books at a time, and the reading"
+    " room stays quiet all day.",
+}
+
+
+def tokenized(text: str, tokenizer: Any, prepare_text: Any) -> dict[str, Any]:
+    segments = [tokenizer.encode(segment) for segment in prepare_text(text, tokenizer)]
+    return {"text": text, "segments": segments, "expected_seconds": expected_seconds(segments)}
+
+
+def expected_seconds(segments: list[list[int]]) -> float:
+    """Audio length with random weights: every segment runs to its maximum number of speech tokens."""
+    return sum(len(s) for s in segments) * SPEECH_TOKENS_PER_TEXT_TOKEN / SPEECH_TOKEN_RATE
+
+
+def build(artifact_dir: Path) -> dict[str, Any]:
+    from function.artifact import Artifact
+    from function.frontend import TextTokenizer, prepare_text
+
+    artifact = Artifact.open(artifact_dir)
+    tokenizer = TextTokenizer.from_buffer(artifact.file(artifact.manifest.tokenizer.file))
+    return {
+        "speaker": SPEAKER,
+        "seed": SEED,
+        "warm_up": tokenized(WARM_UP_TEXT, tokenizer, prepare_text),
+        "first": tokenized(FIRST_TEXT, tokenizer, prepare_text),
+        "texts": {name: tokenized(text, tokenizer, prepare_text) for name, text in TEXTS.items()},
+    }
+
+
+def write(artifact_dir: Path, path: Path) -> dict[str, Any]:
+    workload = build(artifact_dir)
+    write_json(path, workload)
+    return workload
+
+
+__all__ = ["FIRST_TEXT", "SEED", "SPEAKER", "TEXTS", "WARM_UP_TEXT", "build", "expected_seconds", "write"]

@@ -1,0 +1,64 @@
+"""Command line: `python -m export MODEL_DIR OUT_DIR` and `python -m export fake --size tiny|full DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+USAGE = """\
+python -m export MODEL_DIR OUT_DIR [--llm-weights fp32|int8|int4] [--force]
+       python -m export fake [--size tiny|full] [--seed N] [--legacy-weight-norm] DIR"""
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m export", usage=USAGE,
+                                     description="Export a CosyVoice-300M model directory to an ONNX artifact.")
+    parser.add_argument("model_dir", type=Path, help="directory with cosyvoice.yaml, llm.pt, flow.pt, hift.pt, ...")
+    parser.add_argument("out_dir", type=Path, help="artifact directory to create")
+    parser.add_argument("--llm-weights", choices=("fp32", "int8", "int4"), default="fp32",
+                        help="weight-only quantisation of the LLM (flow and vocoder stay fp32)")
+    parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
+    parser.add_argument("--no-quality-report", action="store_true",
+                        help="skip measuring quantised LLM quality against fp32")
+    return parser
+
+
+def _fake_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m export fake",
+                                     description="Write a random-weight CosyVoice-300M model directory (its audio is noise).")
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--legacy-weight-norm", action="store_true",
+                        help="store hift.pt weight norm as weight_g/weight_v, like older releases")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from export.checkpoints import CheckpointError
+    from export.config import ConfigError
+
+    try:
+        if argv[:1] == ["fake"]:
+            from export.fake import make_fake_model
+
+            args = _fake_parser().parse_args(argv[1:])
+            path = make_fake_model(args.out_dir, args.size, args.seed, args.legacy_weight_norm)
+            print(f"wrote a random-weight {args.size} model to {path}")
+            return 0
+        args = _export_parser().parse_args(argv)
+        from export.build import ExportOptions, export_model
+
+        options = ExportOptions(llm_weights=args.llm_weights, quality_report=not args.no_quality_report)
+        summary = export_model(args.model_dir, args.out_dir, options, force=args.force)
+        print("\n".join(summary.lines()))
+        return 0
+    except (ConfigError, CheckpointError, FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"export: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

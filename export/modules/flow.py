@@ -1,0 +1,491 @@
+"""CosyVoice-300M's flow (`MaskedDiffWithXvec`) rebuilt from plain torch ops, ready for ONNX export.
+
+Every parameter is named exactly as in upstream's flow.pt, so the checkpoint loads with strict=True.
+Two graphs are cut from it:
+
+- `FlowEncoderGraph`: speech tokens → `mu` (encoder, projection, length regulator) and `spks` (speaker
+  affine). The encoder always sees one unpadded sequence, so upstream's padding masks (all ones there)
+  are left out.
+- `ConditionalDecoder` (the estimator): one velocity evaluation of the flow-matching ODE. The Euler loop
+  and classifier-free guidance stay outside, in the runtime.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from export.config import EncoderConfig, EstimatorConfig, FlowConfig
+
+# Upstream hard-codes the mel frame rate inside the flow (22050 Hz, hop 256), independent of the config.
+MEL_SAMPLE_RATE = 22050
+MEL_HOP = 256
+# Long chunks (> 2 * EDGE_TOKENS new tokens) get their first and last EDGE_TOKENS tokens interpolated on
+# their own, so a chunk's edges map to a fixed number of frames (upstream's token_overlap_len).
+EDGE_TOKENS = 20
+
+
+def mel_frames(n_tokens: int, input_frame_rate: int) -> int:
+    """Mel frames for `n_tokens` speech tokens, rounded down exactly as upstream does."""
+    return int(n_tokens / input_frame_rate * MEL_SAMPLE_RATE / MEL_HOP)
+
+
+def check_config(config: FlowConfig) -> None:
+    """Refuse configurations these modules do not reproduce (raises ValueError with one line)."""
+    enc, est = config.encoder, config.estimator
+    problems = [
+        (enc.kind != "conformer", f"encoder kind {enc.kind!r} (expected conformer)"),
+        (enc.input_layer != "linear", f"encoder input_layer {enc.input_layer!r} (expected 'linear')"),
+        (enc.pos_enc_layer_type != "rel_pos_espnet", f"encoder pos_enc {enc.pos_enc_layer_type!r}"),
+        (not enc.normalize_before, "encoder normalize_before=False"),
+        (enc.macaron_style or enc.use_cnn_module, "encoder macaron/cnn modules"),
+        (enc.static_chunk_size != 0, "a chunked (causal) flow encoder"),
+        (est.act_fn != "gelu", f"estimator act_fn {est.act_fn!r} (expected 'gelu')"),
+        (est.in_channels != 4 * config.output_size, "estimator in_channels != 4 * output_size"),
+        (config.length_regulator_channels != config.output_size, "length regulator channels != output_size"),
+    ]
+    found = [text for bad, text in problems if bad]
+    if found:
+        raise ValueError(f"unsupported flow configuration: {'; '.join(found)}")
+
+
+# --- encoder: Conformer with espnet relative positions (no macaron, no conv module) ---------------------
+
+
+def relative_positions(length: int, size: int) -> torch.Tensor:
+    """Sinusoids for relative positions length-1 … -(length-1), interleaved sin/cos: [1, 2*length-1, size]."""
+    offsets = torch.arange(2 * length - 1)
+    positions = ((length - 1) - offsets).to(torch.float32)
+    inv_freq = torch.exp(torch.arange(0, size, 2, dtype=torch.float32) * -(math.log(10000.0) / size))
+    angles = positions.unsqueeze(1) * inv_freq  # [2L-1, size/2]
+    return torch.stack([angles.sin(), angles.cos()], dim=2).reshape(1, -1, size)
+
+
+def relative_to_absolute(scores: torch.Tensor) -> torch.Tensor:
+    """[B, H, T, 2T-1] scores by relative offset → [B, H, T, T] by key: out[i, j] = scores[i, T-1-i+j]."""
+    length = scores.shape[2]
+    steps = torch.arange(length)
+    index = (length - 1) - steps.unsqueeze(1) + steps.unsqueeze(0)  # [T, T]
+    return scores.gather(3, index.expand(scores.shape[0], scores.shape[1], length, length))
+
+
+class RelPositionAttention(nn.Module):
+    """Transformer-XL style self-attention with learned content (u) and position (v) biases."""
+
+    def __init__(self, size: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, size // heads
+        self.linear_q = nn.Linear(size, size)
+        self.linear_k = nn.Linear(size, size)
+        self.linear_v = nn.Linear(size, size)
+        self.linear_out = nn.Linear(size, size)
+        self.linear_pos = nn.Linear(size, size, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.zeros(heads, self.head_dim))
+        self.pos_bias_v = nn.Parameter(torch.zeros(heads, self.head_dim))
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(x.shape[0], -1, self.heads, self.head_dim)  # [B, T, H, d]
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        q = self._split(self.linear_q(x))
+        k = self._split(self.linear_k(x)).transpose(1, 2)  # [B, H, T, d]
+        v = self._split(self.linear_v(x)).transpose(1, 2)
+        p = self._split(self.linear_pos(pos)).transpose(1, 2)  # [1, H, 2T-1, d]
+        content = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.transpose(2, 3))
+        position = relative_to_absolute(
+            torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(2, 3))
+        )
+        weights = torch.softmax((content + position) / math.sqrt(self.head_dim), dim=-1)
+        context = torch.matmul(weights, v).transpose(1, 2)  # [B, T, H, d]
+        return self.linear_out(context.reshape(x.shape[0], -1, self.heads * self.head_dim))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, size: int, units: int) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(size, units)
+        self.w_2 = nn.Linear(units, size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(F.silu(self.w_1(x)))
+
+
+class ConformerLayer(nn.Module):
+    """Pre-norm block: relative-position self-attention, then a SiLU feed-forward."""
+
+    def __init__(self, size: int, heads: int, units: int) -> None:
+        super().__init__()
+        self.self_attn = RelPositionAttention(size, heads)
+        self.feed_forward = FeedForward(size, units)
+        self.norm_ff = nn.LayerNorm(size, eps=1e-12)
+        self.norm_mha = nn.LayerNorm(size, eps=1e-12)
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        x = x + self.self_attn(self.norm_mha(x), pos)
+        return x + self.feed_forward(self.norm_ff(x))
+
+
+class LinearInput(nn.Module):
+    def __init__(self, input_size: int, size: int) -> None:
+        super().__init__()
+        self.out = nn.Sequential(nn.Linear(input_size, size), nn.LayerNorm(size, eps=1e-5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x)
+
+
+class ConformerEncoder(nn.Module):
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.size = config.output_size
+        self.embed = LinearInput(config.input_size, config.output_size)
+        self.encoders = nn.ModuleList(
+            ConformerLayer(config.output_size, config.attention_heads, config.linear_units)
+            for _ in range(config.num_blocks)
+        )
+        self.after_norm = nn.LayerNorm(config.output_size, eps=1e-5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [1, T, input_size] → [1, T, size]
+        x = self.embed(x) * math.sqrt(self.size)
+        pos = relative_positions(x.shape[1], self.size)
+        for layer in self.encoders:
+            x = layer(x, pos)
+        return self.after_norm(x)
+
+
+# --- length regulator ------------------------------------------------------------------------------------
+
+
+class InterpolateRegulator(nn.Module):
+    """Upstream's regulator minus the interpolation (done by `segment_sources`): conv stack on frames."""
+
+    def __init__(self, channels: int, n_convs: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        for _ in range(n_convs):
+            layers += [nn.Conv1d(channels, channels, 3, 1, 1), nn.GroupNorm(1, channels), nn.Mish()]
+        layers.append(nn.Conv1d(channels, channels, 1, 1))
+        self.model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+def segment_sources(
+    n_tokens: torch.Tensor,
+    prompt_tokens: torch.Tensor,
+    prompt_frames: torch.Tensor,
+    new_frames: torch.Tensor,
+    edge_frames: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Linear interpolation (torch's, align_corners=False) of tokens to frames, piece by piece.
+
+    Upstream interpolates the prompt and the new tokens separately and, for more than 2*EDGE_TOKENS new
+    tokens, their head / middle / tail separately too. Each output frame gets its piece's (start, count)
+    in tokens and frames; returns the two source token indices per frame and the weight of the second.
+    """
+    zero = torch.zeros_like(n_tokens)
+    new_tokens = n_tokens - prompt_tokens
+    is_long = new_tokens > 2 * EDGE_TOKENS
+    edge_t = torch.where(is_long, EDGE_TOKENS, 0)
+    edge_f = torch.where(is_long, edge_frames, 0)
+    # Pieces: prompt, head, middle, tail (head and tail are empty for short chunks).
+    token_start = torch.stack([zero, prompt_tokens, prompt_tokens + edge_t, n_tokens - edge_t])
+    token_count = torch.stack([prompt_tokens, edge_t, new_tokens - 2 * edge_t, edge_t])
+    frame_start = torch.stack(
+        [zero, prompt_frames, prompt_frames + edge_f, prompt_frames + new_frames - edge_f]
+    )
+    frame_count = torch.stack([prompt_frames, edge_f, new_frames - 2 * edge_f, edge_f])
+
+    # A 0-d tensor end keeps the frame count dynamic in the traced graph.
+    frame = torch.arange(prompt_frames + new_frames)  # type: ignore[call-overload]
+    piece = (
+        (frame >= frame_start[1]).long() + (frame >= frame_start[2]).long() + (frame >= frame_start[3]).long()
+    )
+    count = token_count[piece]
+    scale = count.to(torch.float32) / frame_count[piece].to(torch.float32)
+    source = ((frame - frame_start[piece]).to(torch.float32) + 0.5) * scale - 0.5
+    source = source.clamp(min=0.0)
+    lower = torch.minimum(source.floor().long(), count - 1)
+    weight = (source - lower.to(torch.float32)).clamp(0.0, 1.0)
+    upper = torch.minimum(lower + 1, count - 1)
+    start = token_start[piece]
+    return start + lower, start + upper, weight
+
+
+# --- estimator: ConditionalDecoder (1-D U-Net with transformer blocks) ------------------------------------
+
+
+def timestep_embedding(t: torch.Tensor, dim: int, scale: float = 1000.0) -> torch.Tensor:
+    """[B] flow times → [B, dim] sinusoids (sin half, then cos half)."""
+    half = dim // 2
+    freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000) / (half - 1)))
+    angles = scale * t.unsqueeze(1) * freq.unsqueeze(0)
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+class TimestepMLP(nn.Module):
+    def __init__(self, in_channels: int, dim: int) -> None:
+        super().__init__()
+        self.linear_1 = nn.Linear(in_channels, dim)
+        self.linear_2 = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear_2(F.silu(self.linear_1(x)))
+
+
+class Block1D(nn.Module):
+    """Masked conv k3 → GroupNorm(8) → Mish."""
+
+    def __init__(self, dim: int, dim_out: int, groups: int = 8) -> None:
+        super().__init__()
+        self.block = nn.Sequential(
+            nn.Conv1d(dim, dim_out, 3, padding=1), nn.GroupNorm(groups, dim_out), nn.Mish()
+        )
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.block(x * mask) * mask
+
+
+class ResnetBlock1D(nn.Module):
+    def __init__(self, dim: int, dim_out: int, time_dim: int) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Mish(), nn.Linear(time_dim, dim_out))
+        self.block1 = Block1D(dim, dim_out)
+        self.block2 = Block1D(dim_out, dim_out)
+        self.res_conv = nn.Conv1d(dim, dim_out, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+        h = self.block1(x, mask) + self.mlp(time).unsqueeze(-1)
+        return self.block2(h, mask) + self.res_conv(x * mask)
+
+
+class Resample1D(nn.Module):
+    """A strided (down) or transposed (up) convolution, kept under `.conv` where upstream names it."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+class Attention(nn.Module):
+    """diffusers' Attention as the estimator configures it: no q/k/v bias, biased output projection."""
+
+    def __init__(self, dim: int, heads: int, head_dim: int) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, head_dim
+        inner = heads * head_dim
+        self.to_q = nn.Linear(dim, inner, bias=False)
+        self.to_k = nn.Linear(dim, inner, bias=False)
+        self.to_v = nn.Linear(dim, inner, bias=False)
+        self.to_out = nn.ModuleList([nn.Linear(inner, dim)])
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(x.shape[0], -1, self.heads, self.head_dim).transpose(1, 2)  # [B, H, T, d]
+
+    def forward(self, x: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._split(self.to_q(x)), self._split(self.to_k(x)), self._split(self.to_v(x))
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.head_dim) + key_bias
+        context = torch.matmul(torch.softmax(scores, dim=-1), v).transpose(1, 2)
+        return self.to_out[0](context.reshape(x.shape[0], -1, self.heads * self.head_dim))
+
+
+class GELUProjection(nn.Module):
+    def __init__(self, dim: int, inner: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, inner)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.proj(x))
+
+
+class TransformerFeedForward(nn.Module):
+    def __init__(self, dim: int, mult: int = 4) -> None:
+        super().__init__()
+        # Index 1 is upstream's dropout: kept as a placeholder so the Linear stays at `net.2`.
+        self.net = nn.ModuleList([GELUProjection(dim, dim * mult), nn.Identity(), nn.Linear(dim * mult, dim)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.net:
+            x = layer(x)
+        return x
+
+
+class TransformerBlock(nn.Module):
+    """matcha's BasicTransformerBlock as used here: pre-LN self-attention and GELU feed-forward."""
+
+    def __init__(self, dim: int, heads: int, head_dim: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn1 = Attention(dim, heads, head_dim)
+        self.norm3 = nn.LayerNorm(dim)
+        self.ff = TransformerFeedForward(dim)
+
+    def forward(self, x: torch.Tensor, key_bias: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn1(self.norm1(x), key_bias)
+        return x + self.ff(self.norm3(x))
+
+
+class Stage(nn.ModuleList):
+    """One U-Net level [resnet, transformer blocks, resample?]; a ModuleList keeps upstream's key indices."""
+
+    def __init__(
+        self, resnet: ResnetBlock1D, blocks: list[TransformerBlock], resample: nn.Module | None
+    ) -> None:
+        super().__init__([resnet, nn.ModuleList(blocks), *([resample] if resample is not None else [])])
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+        """Resnet, then the transformer blocks over frames; the resample (if any) is `resample`."""
+        x = self[0](x, mask, time)
+        key_bias = ((1.0 - mask) * -1.0e10).unsqueeze(1)  # [B, 1, 1, T]: masked keys get -1e10, as upstream
+        x = x.transpose(1, 2)
+        for block in cast(nn.ModuleList, self[1]):
+            x = block(x, key_bias)
+        return x.transpose(1, 2)
+
+    def resample(self, x: torch.Tensor) -> torch.Tensor:
+        return self[2](x)
+
+
+class ConditionalDecoder(nn.Module):
+    """The flow-matching estimator: (x, mask, mu, t, spks, cond) → velocity, all [B, 80, T] but t / spks."""
+
+    def __init__(self, config: EstimatorConfig) -> None:
+        super().__init__()
+        channels = tuple(config.channels)
+        time_dim = channels[0] * 4
+        self.in_channels = config.in_channels
+        self.time_mlp = TimestepMLP(config.in_channels, time_dim)
+
+        def stage(dim_in: int, dim_out: int, resample: nn.Module | None = None) -> Stage:
+            blocks = [
+                TransformerBlock(dim_out, config.num_heads, config.attention_head_dim)
+                for _ in range(config.n_blocks)
+            ]
+            return Stage(ResnetBlock1D(dim_in, dim_out, time_dim), blocks, resample)
+
+        def conv3(dim: int) -> nn.Conv1d:
+            return nn.Conv1d(dim, dim, 3, padding=1)
+
+        # Down: stride-2 convs halve the length except at the last level; up mirrors it with skips.
+        self.down_blocks = nn.ModuleList()
+        dim = config.in_channels
+        for i, dim_out in enumerate(channels):
+            last = i == len(channels) - 1
+            down = conv3(dim_out) if last else Resample1D(nn.Conv1d(dim_out, dim_out, 3, 2, 1))
+            self.down_blocks.append(stage(dim, dim_out, down))
+            dim = dim_out
+        self.mid_blocks = nn.ModuleList(stage(dim, dim) for _ in range(config.num_mid_blocks))
+        ups = channels[::-1] + (channels[0],)
+        self.up_blocks = nn.ModuleList()
+        for i in range(len(ups) - 1):
+            last = i == len(ups) - 2
+            up = (
+                conv3(ups[i + 1]) if last else Resample1D(nn.ConvTranspose1d(ups[i + 1], ups[i + 1], 4, 2, 1))
+            )
+            self.up_blocks.append(stage(ups[i] * 2, ups[i + 1], up))
+        self.final_block = Block1D(ups[-1], ups[-1])
+        self.final_proj = nn.Conv1d(ups[-1], config.out_channels, 1)
+
+    def forward(
+        self,
+        x: torch.Tensor,  # [B, 80, T]
+        mask: torch.Tensor,  # [B, 1, T]
+        mu: torch.Tensor,  # [B, 80, T]
+        t: torch.Tensor,  # [B]
+        spks: torch.Tensor,  # [B, 80]
+        cond: torch.Tensor,  # [B, 80, T]
+    ) -> torch.Tensor:
+        time = self.time_mlp(timestep_embedding(t, self.in_channels))
+        x = torch.cat([x, mu, spks.unsqueeze(2).expand(-1, -1, x.shape[2]), cond], dim=1)
+        masks, skips = [mask], []
+        for down in cast(Iterable[Stage], self.down_blocks):
+            x = down(x, masks[-1], time)
+            skips.append(x)
+            x = down.resample(x * masks[-1])
+            masks.append(masks[-1][:, :, ::2])
+        for mid in cast(Iterable[Stage], self.mid_blocks):
+            x = mid(x, masks[-2], time)
+        for up, up_mask, skip in zip(
+            cast(Iterable[Stage], self.up_blocks), reversed(masks[:-1]), reversed(skips), strict=True
+        ):
+            x = up(torch.cat([x[:, :, : skip.shape[2]], skip], dim=1), up_mask, time)
+            x = up.resample(x * up_mask)
+        x = self.final_block(x, mask)
+        return self.final_proj(x * mask) * mask
+
+
+class CFMHolder(nn.Module):
+    """Upstream's ConditionalCFM holds only the estimator as parameters (the ODE solver lives in runtime)."""
+
+    def __init__(self, estimator: ConditionalDecoder) -> None:
+        super().__init__()
+        self.estimator = estimator
+
+
+# --- the whole flow and its encoder graph -------------------------------------------------------------------
+
+
+class FlowModel(nn.Module):
+    """Parameter-for-parameter `MaskedDiffWithXvec` (v1)."""
+
+    def __init__(self, config: FlowConfig) -> None:
+        super().__init__()
+        check_config(config)
+        self.config = config
+        self.input_embedding = nn.Embedding(config.vocab_size, config.input_size)
+        self.spk_embed_affine_layer = nn.Linear(config.spk_embed_dim, config.output_size)
+        self.encoder = ConformerEncoder(config.encoder)
+        self.encoder_proj = nn.Linear(config.encoder.output_size, config.output_size)
+        self.length_regulator = InterpolateRegulator(
+            config.length_regulator_channels, len(config.sampling_ratios)
+        )
+        self.decoder = CFMHolder(ConditionalDecoder(config.estimator))
+
+
+class FlowEncoderGraph(nn.Module):
+    """(prompt + new speech tokens, lengths, speaker embedding) → mu [1, 80, frames], spks [1, 80]."""
+
+    def __init__(self, flow: FlowModel) -> None:
+        super().__init__()
+        self.flow = flow
+        self.edge_frames = mel_frames(EDGE_TOKENS, flow.config.input_frame_rate)
+
+    def forward(
+        self,
+        speech_tokens: torch.Tensor,  # [1, T] int64, prompt tokens first
+        prompt_token_len: torch.Tensor,  # [] int64
+        prompt_mel_len: torch.Tensor,  # [] int64
+        mel_len: torch.Tensor,  # [] int64, frames for the new tokens
+        speaker_embedding: torch.Tensor,  # [1, spk_dim]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        flow = self.flow
+        h = flow.encoder_proj(flow.encoder(flow.input_embedding(speech_tokens.clamp(min=0))))[0]  # [T, 80]
+        n_tokens = torch.ones_like(prompt_token_len) * speech_tokens.shape[1]
+        lower, upper, weight = segment_sources(
+            n_tokens, prompt_token_len, prompt_mel_len, mel_len, self.edge_frames
+        )
+        weight = weight.unsqueeze(1)
+        frames = h[lower] * (1.0 - weight) + h[upper] * weight  # [F, 80]
+        mu = flow.length_regulator(frames.transpose(0, 1).unsqueeze(0))
+        spks = flow.spk_embed_affine_layer(F.normalize(speaker_embedding, dim=1))
+        return mu, spks
+
+
+__all__ = [
+    "EDGE_TOKENS",
+    "ConditionalDecoder",
+    "FlowEncoderGraph",
+    "FlowModel",
+    "check_config",
+    "mel_frames",
+    "segment_sources",
+]

@@ -1,0 +1,122 @@
+"""The flow part of the export: random checkpoints, loading flow.pt, and the two ONNX graphs."""
+
+from __future__ import annotations
+
+import io
+
+import onnx
+import torch
+
+from export.config import FlowConfig
+from export.modules.flow import FlowEncoderGraph, FlowModel, mel_frames
+from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
+
+# Axis labels of the contract that vary per call; the others (n_mels, spk_dim) are fixed by the model.
+DYNAMIC_AXES = frozenset({"batch", "mel_len", "token_len", "total_mel_len"})
+
+
+def random_state_dict(config: FlowConfig, seed: int) -> dict[str, torch.Tensor]:
+    """A flow.pt-shaped state dict with seeded weights scaled so activations stay O(1)."""
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, like in FlowModel(config).state_dict().items():
+        noise = torch.randn(like.shape, generator=generator)
+        if name.endswith("pos_bias_u") or name.endswith("pos_bias_v"):
+            state[name] = 0.1 * noise
+        elif like.dim() == 1:  # every 1-D weight here is a norm scale; the rest are biases
+            state[name] = 1.0 + 0.1 * noise if name.endswith("weight") else 0.05 * noise
+        else:
+            state[name] = noise / like.shape[1:].numel() ** 0.5  # fan-in scaling
+    return state
+
+
+def load_module(state_dict: dict[str, torch.Tensor], config: FlowConfig) -> FlowModel:
+    """flow.pt → FlowModel in eval mode; a checkpoint that does not fit the config is a ValueError."""
+    module = FlowModel(config)
+    expected = module.state_dict()
+    missing = [k for k in expected if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in expected]
+    reshaped = [
+        f"{k} {tuple(state_dict[k].shape)} vs {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state_dict and state_dict[k].shape != v.shape
+    ]
+    if missing or unexpected or reshaped:
+        details = [
+            f"{len(items)} {what} (first: {items[0]})"
+            for what, items in (
+                ("missing", missing),
+                ("unexpected", unexpected),
+                ("shape mismatches", reshaped),
+            )
+            if items
+        ]
+        raise ValueError(f"flow.pt does not match cosyvoice.yaml's flow: {'; '.join(details)}")
+    module.load_state_dict({k: v.float() for k, v in state_dict.items()}, strict=True)
+    return module.eval()
+
+
+def _export(model: torch.nn.Module, args: tuple[torch.Tensor, ...], spec: GraphSpec) -> onnx.ModelProto:
+    axes = {
+        tensor.name: {i: label for i, label in enumerate(tensor.shape) if label in DYNAMIC_AXES}
+        for tensor in spec.inputs + spec.outputs
+    }
+    buffer = io.BytesIO()
+    torch.onnx.export(
+        model,
+        args,
+        buffer,  # type: ignore[arg-type]  # a file-like object is accepted
+        dynamo=False,  # the TorchScript exporter: dynamic shapes through the size arithmetic
+        opset_version=OPSET,
+        input_names=spec.input_names,
+        output_names=spec.output_names,
+        dynamic_axes={name: dims for name, dims in axes.items() if dims},
+        do_constant_folding=True,
+    )
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def example_encoder_inputs(config: FlowConfig) -> tuple[torch.Tensor, ...]:
+    """A prompt plus a long chunk (> 40 tokens), so every branch of the length regulator is traced."""
+    prompt, new = 12, 50
+    generator = torch.Generator().manual_seed(0)
+    return (
+        torch.randint(0, config.vocab_size, (1, prompt + new), generator=generator),
+        torch.tensor(prompt),
+        torch.tensor(mel_frames(prompt, config.input_frame_rate)),
+        torch.tensor(mel_frames(new, config.input_frame_rate)),
+        torch.randn(1, config.spk_embed_dim, generator=generator),
+    )
+
+
+def example_estimator_inputs(
+    config: FlowConfig, batch: int = 2, frames: int = 67
+) -> tuple[torch.Tensor, ...]:
+    n_mels = config.output_size
+    generator = torch.Generator().manual_seed(0)
+    return (
+        torch.randn(batch, n_mels, frames, generator=generator),
+        torch.ones(batch, 1, frames),
+        torch.randn(batch, n_mels, frames, generator=generator),
+        torch.rand(batch, generator=generator),
+        torch.randn(batch, n_mels, generator=generator),
+        torch.randn(batch, n_mels, frames, generator=generator),
+    )
+
+
+def export_graphs(module: FlowModel, config: FlowConfig) -> dict[str, onnx.ModelProto]:
+    """{"flow_encoder", "flow_estimator"} as in-memory ModelProtos with embedded initializers."""
+    module.eval()
+    graphs = {
+        FLOW_ENCODER.name: _export(
+            FlowEncoderGraph(module).eval(), example_encoder_inputs(config), FLOW_ENCODER
+        ),
+        FLOW_ESTIMATOR.name: _export(
+            module.decoder.estimator, example_estimator_inputs(config), FLOW_ESTIMATOR
+        ),
+    }
+    module.eval()  # the exporter can leave submodules in train mode
+    return graphs
+
+
+__all__ = ["export_graphs", "load_module", "random_state_dict"]

@@ -1,0 +1,180 @@
+"""The LLM part of the export: llm.pt → llm_prefill + llm_decode graphs, optional weight quantisation.
+
+`export_graphs` returns in-memory ModelProtos (initializers embedded); export/writer.py moves the big
+tensors into weights.bin and stores tensors both graphs share (every decoder weight) once.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from export.config import LLMConfig
+from export.modules.llm import CACHE_KINDS, DecodeStep, Prefill, TransformerLM
+from export.quantize import quantize_matmuls
+from function.artifact import LLMParams
+from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, OPSET, llm_cache_input, llm_decode_spec
+from function.graphs import Graph, session_options
+from function.llm import LLM
+
+OUTPUT_SCALE = 8.0
+
+
+def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
+    """A seeded state dict in upstream's key layout: default torch init, LayerNorms jittered around 1/0,
+    the output layer widened (OUTPUT_SCALE)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = TransformerLM(config)
+        generator = torch.Generator().manual_seed(seed + 1)
+        with torch.no_grad():
+            for name, tensor in module.named_parameters():
+                if "norm" in name or ".embed.out.1." in name:  # LayerNorms: test their affine too
+                    base = 1.0 if name.endswith("weight") else 0.0
+                    tensor.copy_(base + 0.1 * torch.randn(tensor.shape, generator=generator))
+            # Default init leaves the next-token distribution nearly flat (logit std ~0.6); a trained model's
+            # is peaked. A wider output layer makes parity and quantisation numbers say something.
+            module.llm_decoder.weight.mul_(OUTPUT_SCALE)
+    return {key: value.detach().clone() for key, value in module.state_dict().items()}
+
+
+def load_module(state_dict: Mapping[str, torch.Tensor], config: LLMConfig) -> TransformerLM:
+    """Our module with the checkpoint's tensors; a ValueError names every key or shape that does not fit."""
+    with torch.device("meta"):
+        module = TransformerLM(config)
+    expected = {key: tuple(value.shape) for key, value in module.state_dict().items()}
+    missing = sorted(set(expected) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(expected))
+    wrong = sorted(
+        f"{key} {tuple(state_dict[key].shape)} (config says {expected[key]})"
+        for key in set(expected) & set(state_dict)
+        if tuple(state_dict[key].shape) != expected[key]
+    )
+    problems = [
+        f"{label}: {', '.join(items[:8])}{' …' if len(items) > 8 else ''}"
+        for label, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", wrong))
+        if items
+    ]
+    if problems:
+        raise ValueError("llm.pt does not match cosyvoice.yaml's llm: " + "; ".join(problems))
+    module.load_state_dict({k: v.float() for k, v in state_dict.items()}, strict=True, assign=True)
+    return module.eval()
+
+
+def _export(
+    module: torch.nn.Module,
+    args: tuple,
+    inputs: list[str],
+    outputs: list[str],
+    axes: dict[str, dict[int, str]],
+) -> onnx.ModelProto:
+    buffer = io.BytesIO()
+    torch.onnx.export(
+        module,
+        args,
+        buffer,
+        dynamo=False,
+        opset_version=OPSET,
+        do_constant_folding=True,
+        input_names=inputs,
+        output_names=outputs,
+        dynamic_axes=axes,
+    )
+    module.eval()  # the exporter may leave submodules in train mode
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.ModelProto]:
+    module.eval()
+    heads = config.llm.attention_heads
+    head_dim = config.llm.output_size // heads
+    layers = config.llm.num_blocks
+    prefill = _export(
+        Prefill(module),
+        (torch.tensor([[1, 2, 3, 4, 5]]), torch.randn(1, config.spk_embed_dim), torch.tensor([[6, 7, 8]])),
+        LLM_PREFILL.input_names,
+        LLM_PREFILL.output_names,
+        {
+            "text_tokens": {1: "text_len"},
+            "speaker_embedding": {0: "n_speaker"},
+            "prompt_speech_tokens": {1: "prompt_len"},
+            "cache": {3: "prefix_len"},
+        },
+    )
+    decode_spec = llm_decode_spec(layers)
+    capacity, past_len = 16, 11
+    past = tuple(torch.randn(heads, capacity, head_dim) for _ in range(layers * CACHE_KINDS))
+    decode = _export(
+        DecodeStep(module),
+        (torch.tensor([[9]]), torch.tensor(past_len), *past),
+        decode_spec.input_names,
+        decode_spec.output_names,
+        {
+            llm_cache_input(kind, layer): {1: "capacity"}
+            for layer in range(layers)
+            for kind in LLM_CACHE_KINDS
+        },
+    )
+    return {"llm_prefill": prefill, "llm_decode": decode}
+
+
+def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
+    """Weight-only "int8" or "int4" (MatMulNBits, block 32) of both graphs' MatMul weights."""
+    return {name: quantize_matmuls(model, mode) for name, model in graphs.items()}
+
+
+def _llm(graphs: dict[str, onnx.ModelProto], config: LLMConfig, prepack: bool) -> LLM:
+    options = session_options(threads=2, prepack=prepack)
+
+    def graph(name: str, spec) -> Graph:  # type: ignore[no-untyped-def]
+        session = ort.InferenceSession(
+            graphs[name].SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        return Graph(session, spec)
+
+    params = LLMParams(speech_token_size=config.speech_token_size)
+    return LLM(
+        graph("llm_prefill", LLM_PREFILL), graph("llm_decode", llm_decode_spec(config.llm.num_blocks)), params
+    )
+
+
+def quality_report(
+    fp32_graphs: dict[str, onnx.ModelProto],
+    quant_graphs: dict[str, onnx.ModelProto],
+    config: LLMConfig,
+    seed: int = 0,
+    text_len: int = 16,
+    steps: int = 32,
+) -> dict:
+    """How far the quantised graphs' next-token distribution is from fp32, teacher-forced on fp32's
+    greedy continuation of a random text: top-1 agreement and mean KL(fp32 ‖ quantised) in nats."""
+    rng = np.random.default_rng(seed)
+    text = rng.integers(0, config.text_token_size, size=text_len)
+    speaker = rng.standard_normal((1, config.spk_embed_dim)).astype(np.float32)
+    prompt = np.zeros(0, dtype=np.int64)
+    reference, candidate = _llm(fp32_graphs, config, prepack=False), _llm(quant_graphs, config, prepack=True)
+    (ref_logp, ref_cache), (cand_logp, cand_cache) = (
+        llm.start(text, speaker, prompt) for llm in (reference, candidate)
+    )
+    agree, divergences = [], []
+    eos = config.speech_token_size
+    for step in range(steps + 1):
+        if step:
+            token = int(np.argmax(ref_logp[:eos]))  # teacher forcing: fp32's best speech token
+            ref_logp, cand_logp = reference.step(token, ref_cache), candidate.step(token, cand_cache)
+        p = np.exp(ref_logp.astype(np.float64))
+        divergences.append(float(np.sum(p * (ref_logp.astype(np.float64) - cand_logp.astype(np.float64)))))
+        agree.append(int(np.argmax(ref_logp)) == int(np.argmax(cand_logp)))
+    return {
+        "positions": len(agree),
+        "top1_agreement": round(float(np.mean(agree)), 4),
+        "mean_kl": round(float(np.mean(divergences)), 5),
+    }
+
+
+__all__ = ["export_graphs", "load_module", "quality_report", "quantize_graphs", "random_state_dict"]

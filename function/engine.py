@@ -1,0 +1,306 @@
+"""The pipeline: text → speech tokens (LLM) → mel (flow) → waveform (vocoder), as a stream of chunks.
+
+Requests flow one way: options → voice (who speaks) → text segments → chunks. Randomness is per request:
+one seed spawns independent generators for the LLM's sampling, the flow's noise and the vocoder's source,
+so a seed pins the whole result and streaming does not change which tokens are drawn.
+
+Streaming. The LLM yields tokens one by one; every time enough have arrived for the next chunk (25 tokens,
+then 50, then 100: ~0.5 s of audio before the first chunk instead of upstream's 120 tokens), the chunk's
+tokens go through the flow together with `TOKEN_CONTEXT` tokens before it and `TOKEN_LOOKAHEAD` after it,
+with the flow noise taken from one request-wide noise field by absolute frame, so overlapping frames of
+neighbouring chunks start from the same noise. The vocoder runs on the chunk's mel plus a few frames of
+left context (whose harmonic source is reused exactly) and right look-ahead; its harmonic phase carries
+across chunks. Each stage computes a little past the chunk end and cross-fades that provisional tail
+into the next chunk's head, so seams neither click nor repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from function.artifact import Artifact
+from function.errors import InvalidRequest, UnknownSpeaker
+from function.flow import Flow
+from function.frontend import TextTokenizer, normalize_text, prepare_text
+from function.llm import LLM
+from function.options import Mode, SynthesisOptions
+from function.vocoder import SourceState, Vocoder
+
+if TYPE_CHECKING:
+    from function.prompt import PromptEncoder
+
+ENDOFPROMPT = "<|endofprompt|>"
+CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
+TOKEN_CONTEXT = 20  # tokens before a chunk the flow also sees
+TOKEN_LOOKAHEAD = 10  # tokens after a chunk the flow waits for (and computes provisionally)
+MEL_FADE = 8  # mel frames cross-faded between neighbouring flow windows
+VOCODER_CONTEXT = 8  # mel frames of left context for the vocoder
+VOCODER_LOOKAHEAD = 6  # provisional mel frames past the chunk end the vocoder sees
+NOISE_BLOCK = 256  # flow noise is drawn in blocks of frames, so chunking does not change it
+
+
+@dataclass(frozen=True)
+class Voice:
+    """Everything that says who speaks and how: the resolved inputs of the LLM and the flow."""
+
+    llm_embedding: np.ndarray  # [n, 192], n = 0 (instruct) or 1
+    flow_embedding: np.ndarray  # [1, 192]
+    prompt_text_tokens: np.ndarray  # [1, Tp] int64 (instruction or prompt transcript)
+    llm_prompt_tokens: np.ndarray  # [1, P] int64 speech tokens of the prompt, for the LLM
+    flow_prompt_tokens: np.ndarray  # [1, P] int64, for the flow
+    prompt_mel: np.ndarray  # [1, Tm, 80]
+
+
+class _NoiseField:
+    """Request-wide standard-normal noise indexed by absolute mel frame, drawn in fixed blocks."""
+
+    def __init__(self, rng: np.random.Generator, n_mels: int) -> None:
+        self._rng = rng
+        self._n_mels = n_mels
+        self._noise = np.zeros((n_mels, 0), dtype=np.float32)
+
+    def frames(self, start: int, stop: int) -> np.ndarray:
+        while self._noise.shape[1] < stop:
+            block = self._rng.standard_normal((self._n_mels, NOISE_BLOCK), dtype=np.float32)
+            self._noise = np.concatenate([self._noise, block], axis=1)
+        return self._noise[:, start:stop]
+
+
+def _fade(previous_tail: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """Cross-fade the start of `head` with the provisional `previous_tail` along the last axis."""
+    n = min(previous_tail.shape[-1], head.shape[-1])
+    if n == 0:
+        return head
+    ramp = np.linspace(0.0, 1.0, n + 2, dtype=np.float32)[1:-1]
+    out = head.copy()
+    out[..., :n] = previous_tail[..., :n] * (1.0 - ramp) + head[..., :n] * ramp
+    return out
+
+
+class _SegmentStream:
+    """Turns one text segment's speech tokens into audio chunks (see the module docstring)."""
+
+    def __init__(self, engine: Engine, voice: Voice, rngs: tuple[np.random.Generator, ...]) -> None:
+        self.engine = engine
+        self.voice = voice
+        self.flow_noise = _NoiseField(rngs[1], engine.flow.params.n_mels)
+        self.prompt_noise = rngs[1].standard_normal((1, engine.flow.params.n_mels, voice.prompt_mel.shape[1]),
+                                                    dtype=np.float32)
+        self.vocoder_rng = rngs[2]
+        self.frames_per_token = engine.vocoder.params.sample_rate / engine.vocoder.params.upsample_factor / (
+            engine.flow.params.input_frame_rate
+        )
+        self.mel_tail = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
+        self.mel_history = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
+        self.source_history = np.zeros((1, 0, engine.vocoder.params.nb_harmonics + 1), dtype=np.float32)
+        self.source_state = SourceState.initial(engine.vocoder.params.nb_harmonics, self.vocoder_rng)
+        self.audio_tail = np.zeros(0, dtype=np.float32)
+
+    def frame(self, token_index: int) -> int:
+        return int(token_index * self.frames_per_token)
+
+    def mel(self, tokens: np.ndarray, start: int, end: int, final: bool) -> np.ndarray:
+        """Final mel frames for tokens [start, end); keeps the provisional frames after them."""
+        n = tokens.shape[1]
+        a = max(0, start - TOKEN_CONTEXT)
+        b = n if final else min(n, end + TOKEN_LOOKAHEAD)
+        window_frames = self.engine.flow.mel_frames(b - a)
+        fa = self.frame(a)
+        noise = np.concatenate([self.prompt_noise, self.flow_noise.frames(fa, fa + window_frames)[None]], axis=2)
+        mel = self.engine.flow(
+            tokens[:, a:b], self.voice.flow_prompt_tokens, self.voice.prompt_mel, self.voice.flow_embedding, noise
+        )
+        first = min(self.frame(start) - fa, mel.shape[2])
+        last = mel.shape[2] if final else min(self.frame(end) - fa, mel.shape[2])
+        chunk = _fade(self.mel_tail, mel[:, :, first:last])
+        self.mel_tail = mel[:, :, last:]
+        return chunk
+
+    def audio(self, mel: np.ndarray, final: bool) -> np.ndarray:
+        """Waveform for `mel` (the chunk's final frames), continuous with what came before."""
+        vocoder = self.engine.vocoder
+        hop = vocoder.params.upsample_factor
+        context = self.mel_history[:, :, -VOCODER_CONTEXT:] if self.mel_history.shape[2] else self.mel_history
+        lookahead = np.zeros_like(mel[:, :, :0]) if final else self.mel_tail[:, :, :VOCODER_LOOKAHEAD]
+        window = np.concatenate([context, mel, lookahead], axis=2)
+        f0 = vocoder.f0(window)
+        n_context, n_new = context.shape[2], mel.shape[2]
+        source_context = self.source_history[:, self.source_history.shape[1] - n_context * hop :, :]
+        source_new = vocoder.sine_waves(f0[:, n_context : n_context + n_new], self.vocoder_rng, self.source_state)
+        source_ahead = vocoder.sine_waves(
+            f0[:, n_context + n_new :], self.vocoder_rng, self.source_state.copy()
+        )
+        source = np.concatenate([source_context, source_new, source_ahead], axis=1)
+        wave = vocoder.generate(window, source)
+        emitted = _fade(self.audio_tail, wave[n_context * hop : (n_context + n_new) * hop])
+        self.audio_tail = wave[(n_context + n_new) * hop :]
+        self.mel_history = np.concatenate([self.mel_history, mel], axis=2)[:, :, -VOCODER_CONTEXT:]
+        self.source_history = np.concatenate([self.source_history, source_new], axis=1)[
+            :, -VOCODER_CONTEXT * hop :, :
+        ]
+        return emitted
+
+    def chunks(self, tokens: np.ndarray, start: int, end: int, final: bool) -> np.ndarray:
+        mel = self.mel(tokens, start, end, final)
+        return self.audio(mel, final)
+
+
+class Engine:
+    """A loaded model. Create once per process (see function.model.get_engine); requests only borrow it."""
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        llm: LLM,
+        flow: Flow,
+        vocoder: Vocoder,
+        tokenizer: TextTokenizer,
+        prompt_encoder: PromptEncoder | None,
+    ) -> None:
+        self.artifact = artifact
+        self.llm = llm
+        self.flow = flow
+        self.vocoder = vocoder
+        self.tokenizer = tokenizer
+        self.prompt_encoder = prompt_encoder
+        self.speaker_embeddings = {
+            name: np.asarray(embedding, dtype=np.float32)[None] for name, embedding in artifact.manifest.speakers.items()
+        }
+        self._entropy = np.random.SeedSequence()
+
+    @classmethod
+    def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
+        from function.prompt import PromptEncoder
+
+        prompt = PromptEncoder.load(artifact, threads) if PromptEncoder.available(artifact) else None
+        return cls(
+            artifact,
+            LLM.load(artifact, threads),
+            Flow.load(artifact, threads),
+            Vocoder.load(artifact, threads),
+            TextTokenizer.from_buffer(artifact.file(artifact.manifest.tokenizer.file)),
+            prompt,
+        )
+
+    @property
+    def sample_rate(self) -> int:
+        return self.artifact.manifest.sample_rate
+
+    @property
+    def speakers(self) -> list[str]:
+        return sorted(self.speaker_embeddings)
+
+    def reseed(self) -> None:
+        """Fresh entropy for unseeded requests: call after a snapshot restore, so clones differ."""
+        self._entropy = np.random.SeedSequence()
+
+    def _rngs(self, seed: int | None) -> tuple[np.random.Generator, ...]:
+        sequence = np.random.SeedSequence(seed) if seed is not None else self._entropy.spawn(1)[0]
+        return tuple(np.random.default_rng(child) for child in sequence.spawn(3))
+
+    def _tokens(self, text: str) -> np.ndarray:
+        return np.asarray([self.tokenizer.encode(text)], dtype=np.int64).reshape(1, -1)
+
+    def voice(self, options: SynthesisOptions) -> Voice:
+        n_mels = self.flow.params.n_mels
+        empty_tokens = np.zeros((1, 0), dtype=np.int64)
+        if options.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
+            if self.prompt_encoder is None:
+                raise InvalidRequest("this deployment's artifact has no prompt models (campplus.onnx, "
+                                     "speech_tokenizer_v1.onnx): voice cloning is unavailable")
+            assert options.prompt_audio is not None
+            prompt = self.prompt_encoder.encode(options.prompt_audio, options.prompt_text)
+            zero_shot = options.mode is Mode.ZERO_SHOT
+            prompt_text = normalize_text(options.prompt_text or "") if zero_shot else ""
+            return Voice(
+                llm_embedding=prompt.embedding,
+                flow_embedding=prompt.embedding,
+                prompt_text_tokens=self._tokens(prompt_text) if zero_shot else empty_tokens,
+                llm_prompt_tokens=prompt.speech_tokens if zero_shot else empty_tokens,
+                flow_prompt_tokens=prompt.speech_tokens,
+                prompt_mel=prompt.mel,
+            )
+        assert options.speaker is not None
+        embedding = self.speaker_embeddings.get(options.speaker)
+        if embedding is None:
+            known = ", ".join(self.speakers) or "none (this model has no built-in speakers; use prompt audio)"
+            raise UnknownSpeaker(f"unknown speaker {options.speaker!r}; known speakers: {known}")
+        instruct = options.mode is Mode.INSTRUCT
+        instruction = normalize_text(options.instruct or "") + ENDOFPROMPT if instruct else ""
+        return Voice(
+            llm_embedding=np.zeros((0, embedding.shape[1]), dtype=np.float32) if instruct else embedding,
+            flow_embedding=embedding,
+            prompt_text_tokens=self._tokens(instruction) if instruct else empty_tokens,
+            llm_prompt_tokens=empty_tokens,
+            flow_prompt_tokens=empty_tokens,
+            prompt_mel=np.zeros((1, 0, n_mels), dtype=np.float32),
+        )
+
+    def stream(self, options: SynthesisOptions) -> Iterator[np.ndarray]:
+        """Audio as float32 mono chunks in [-1, 1]. With options.stream, the first chunk comes early."""
+        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
+        voice = self.voice(options)
+        segments = prepare_text(options.text, self.tokenizer)
+        if not segments:
+            raise InvalidRequest("text has nothing to speak (only punctuation or symbols)")
+        rngs = self._rngs(options.seed)
+        for segment in segments:
+            yield from self._segment(segment, voice, rngs, options)
+
+    def _segment(
+        self, text: str, voice: Voice, rngs: tuple[np.random.Generator, ...], options: SynthesisOptions
+    ) -> Iterator[np.ndarray]:
+        text_tokens = self._tokens(text)
+        generated = self.llm.generate(
+            text_tokens, voice.prompt_text_tokens, voice.llm_embedding, voice.llm_prompt_tokens, rngs[0]
+        )
+        stream = _SegmentStream(self, voice, rngs)
+        if not options.stream or options.speed != 1.0:
+            tokens = np.asarray([list(generated)], dtype=np.int64).reshape(1, -1)
+            if tokens.shape[1] == 0:
+                return
+            mel = stream.mel(tokens, 0, tokens.shape[1], final=True)
+            yield stream.audio(_change_speed(mel, options.speed), final=True)
+            return
+        collected: list[int] = []
+        start, chunk_index = 0, 0
+        for token in generated:
+            collected.append(token)
+            size = CHUNK_TOKENS[min(chunk_index, len(CHUNK_TOKENS) - 1)]
+            if len(collected) >= start + size + TOKEN_LOOKAHEAD:
+                tokens = np.asarray([collected], dtype=np.int64)
+                yield stream.chunks(tokens, start, start + size, final=False)
+                start, chunk_index = start + size, chunk_index + 1
+        if len(collected) > start:
+            tokens = np.asarray([collected], dtype=np.int64)
+            yield stream.chunks(tokens, start, len(collected), final=True)
+
+    def synthesize(self, options: SynthesisOptions) -> np.ndarray:
+        chunks = list(self.stream(options))
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+
+    def warm_up(self) -> None:
+        """One short synthesis through every graph, so first requests find warm caches and mapped pages."""
+        speaker = self.speakers[0] if self.speakers else None
+        if speaker is not None:
+            self.synthesize(SynthesisOptions(text="Hello.", speaker=speaker, seed=0))
+
+
+def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
+    """Tempo change by resampling mel frames in time (upstream does the same with linear interpolation)."""
+    if speed == 1.0:
+        return mel
+    frames = mel.shape[2]
+    target = max(1, int(frames / speed))
+    positions = (np.arange(target, dtype=np.float64) + 0.5) * frames / target - 0.5
+    positions = np.clip(positions, 0, frames - 1)
+    low = np.floor(positions).astype(np.int64)
+    high = np.minimum(low + 1, frames - 1)
+    weight = (positions - low).astype(np.float32)
+    return mel[:, :, low] * (1 - weight) + mel[:, :, high] * weight
+
+__all__ = ["Engine", "Voice"]

@@ -1,0 +1,147 @@
+"""The speech-token LLM at run time: prefill once, then one decode step per token, streamed out.
+
+The decode graph reads per-layer cache buffers in place and returns only the new rows (see
+function/contract.py). `DecoderCache` owns those buffers: one array [layers, 3, heads, capacity, head_dim]
+whose [layer, kind] slices are contiguous, so onnxruntime reads them without a copy; the capacity grows
+by `CACHE_BLOCK` positions, so attention over unused rows stays bounded and reallocation is rare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from function.artifact import Artifact, LLMParams
+from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, llm_cache_input, llm_decode_spec
+from function.errors import ArtifactError, InvalidRequest
+from function.graphs import Graph, create_session
+from function.sampling import sample_next
+
+CACHE_BLOCK = 128
+
+
+class DecoderCache:
+    """The decode graph's past K / V / position rows, filled by prefill and one row per step."""
+
+    def __init__(self, prefill_cache: np.ndarray) -> None:
+        layers, kinds, heads, length, head_dim = prefill_cache.shape
+        if kinds != len(LLM_CACHE_KINDS):
+            raise ArtifactError(f"llm_prefill cache has {kinds} kinds, expected {len(LLM_CACHE_KINDS)}")
+        self.length = length
+        self._buffers = np.zeros((layers, kinds, heads, _round_up(length + 1), head_dim), dtype=np.float32)
+        self._buffers[:, :, :, :length] = prefill_cache
+
+    @property
+    def capacity(self) -> int:
+        return self._buffers.shape[3]
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        layers = self._buffers.shape[0]
+        feeds = {"past_len": np.array(self.length, dtype=np.int64)}
+        for layer in range(layers):
+            for index, kind in enumerate(LLM_CACHE_KINDS):
+                feeds[llm_cache_input(kind, layer)] = self._buffers[layer, index]
+        return feeds
+
+    def append(self, rows: np.ndarray) -> None:
+        """rows [layers, 3, heads, 1, head_dim] become position `length`."""
+        if self.length == self.capacity:
+            grown = np.zeros(
+                self._buffers.shape[:3] + (self.capacity + CACHE_BLOCK,) + self._buffers.shape[4:],
+                dtype=np.float32,
+            )
+            grown[:, :, :, : self.length] = self._buffers
+            self._buffers = grown
+        self._buffers[:, :, :, self.length] = rows[:, :, :, 0]
+        self.length += 1
+
+
+def _round_up(length: int) -> int:
+    return -(-length // CACHE_BLOCK) * CACHE_BLOCK
+
+
+class LLM:
+    """Text tokens (+ speaker / prompt) → speech tokens, yielded one by one."""
+
+    def __init__(self, prefill: Graph, decode: Graph, params: LLMParams) -> None:
+        self.prefill = prefill
+        self.decode = decode
+        self.params = params
+
+    @classmethod
+    def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
+        names = {spec.name for spec in artifact.graph("llm_decode").inputs}
+        layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
+        decode = Graph(create_session(artifact, "llm_decode", threads), llm_decode_spec(layers))
+        prefill = Graph(create_session(artifact, "llm_prefill", threads), LLM_PREFILL)
+        return cls(prefill, decode, artifact.manifest.params.llm)
+
+    def start(
+        self, text_tokens: np.ndarray, speaker_embedding: np.ndarray, prompt_speech_tokens: np.ndarray
+    ) -> tuple[np.ndarray, DecoderCache]:
+        """Prefill: log-probabilities [vocab] of the first speech token and the filled cache."""
+        out = self.prefill.run(
+            text_tokens=np.asarray(text_tokens, dtype=np.int64).reshape(1, -1),
+            speaker_embedding=np.asarray(speaker_embedding, dtype=np.float32).reshape(
+                -1, _last(speaker_embedding)
+            ),
+            prompt_speech_tokens=np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(1, -1),
+        )
+        return out["logp"][0], DecoderCache(out["cache"])
+
+    def step(self, token: int, cache: DecoderCache) -> np.ndarray:
+        """Feed `token` at position cache.length; returns the next log-probabilities [vocab]."""
+        out = self.decode.run(token=np.array([[token]], dtype=np.int64), **cache.feeds())
+        cache.append(out["new_rows"])
+        return out["logp"][0]
+
+    def generate(
+        self,
+        text_tokens: np.ndarray,
+        prompt_text_tokens: np.ndarray,
+        speaker_embedding: np.ndarray,
+        prompt_speech_tokens: np.ndarray,
+        rng: np.random.Generator,
+    ) -> Iterator[int]:
+        """Speech token ids until EOS or 20 per text token; at least 2 per text token (prompt text
+        not counted). EOS never comes first."""
+        text_len = int(np.asarray(text_tokens).size)
+        min_len = int(text_len * self.params.min_token_text_ratio)
+        max_len = int(text_len * self.params.max_token_text_ratio)
+        if max_len == 0:
+            return
+        full_text = np.concatenate(
+            [
+                np.asarray(prompt_text_tokens, dtype=np.int64).reshape(-1),
+                np.asarray(text_tokens, dtype=np.int64).reshape(-1),
+            ]
+        )
+        prompt = np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(-1)
+        if full_text.size + prompt.size + 2 + max_len > self.params.max_context:
+            raise InvalidRequest(
+                f"prompt and text need up to {full_text.size + prompt.size + 2 + max_len} LLM positions,"
+                f" more than the {self.params.max_context} the model supports; use a shorter prompt or text"
+            )
+        logp, cache = self.start(full_text, speaker_embedding, prompt)
+        logp = logp.copy()
+        logp[self.params.speech_token_size] = -np.inf  # upstream forces the first token to be speech
+        decoded: list[int] = []
+        for index in range(max_len):
+            if index:
+                logp = self.step(decoded[-1], cache)
+            token = sample_next(logp, decoded, rng, self.params, allow_eos=index >= min_len)
+            if token == self.params.speech_token_size:
+                return
+            yield token
+            decoded.append(token)
+
+
+def _last(array: np.ndarray) -> int:
+    shape = np.shape(array)
+    if not shape or shape[-1] == 0:
+        raise InvalidRequest("speaker embedding must be a vector (or [0, dim] for none)")
+    return shape[-1]
+
+
+__all__ = ["CACHE_BLOCK", "DecoderCache", "LLM"]

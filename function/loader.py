@@ -1,0 +1,105 @@
+"""Open the deployment's artifact: a local directory (mapped) or s3://bucket/prefix (read into memory).
+
+The S3 path is the zip/SnapStart variant: the model cannot ride in a 250 MB zip, so INIT reads it into
+one bytearray with parallel ranged GETs (one connection rarely exceeds ~90 MB/s; many together reach the
+instance's bandwidth) and the snapshot keeps it. Sizes come from the manifest, so no HEAD requests.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from function.artifact import Artifact, Buffer, Manifest
+from function.contract import MANIFEST_FILE
+from function.errors import ArtifactError
+
+PART_BYTES = 16 * 1024 * 1024  # one ranged GET; big enough to amortise a request, small enough to spread
+WORKERS = 16
+ATTEMPTS = 3  # botocore retries failed requests, not bodies cut off mid-read: retry those here
+
+
+def open_artifact(location: str) -> Artifact:
+    if location.startswith("s3://"):
+        from function.aws import s3_client
+
+        return read_s3_artifact(location, s3_client())
+    return Artifact.open(location)
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """s3://bucket/some/prefix → ("bucket", "some/prefix/"); the prefix is "" for the bucket root."""
+    if not url.startswith("s3://"):
+        raise ArtifactError(f"{url!r} is not an s3:// URL")
+    bucket, _, prefix = url[len("s3://") :].partition("/")
+    if not bucket:
+        raise ArtifactError(f"{url!r} names no bucket")
+    prefix = prefix.strip("/")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+@dataclass(frozen=True)
+class _Part:
+    key: str
+    start: int  # offset in the object
+    length: int
+    into: memoryview  # where in the shared buffer those bytes go
+
+
+def read_s3_artifact(url: str, client: Any, workers: int = WORKERS, part_bytes: int = PART_BYTES) -> Artifact:
+    bucket, prefix = parse_s3_url(url)
+    manifest_bytes = _get(client, bucket, prefix + MANIFEST_FILE, url)
+    try:
+        manifest = Manifest.from_dict(json.loads(manifest_bytes))
+    except (ValueError, AttributeError) as exc:
+        raise ArtifactError(f"{url}/{MANIFEST_FILE} is not a valid manifest: {exc}") from exc
+    entries = manifest.files()
+    buffer = memoryview(bytearray(sum(entry.size for entry in entries)))
+    files: dict[str, Buffer] = {MANIFEST_FILE: manifest_bytes}
+    parts: list[_Part] = []
+    offset = 0
+    for entry in entries:
+        view = buffer[offset : offset + entry.size]
+        files[entry.file] = view
+        offset += entry.size
+        for start in range(0, entry.size, part_bytes):
+            length = min(part_bytes, entry.size - start)
+            parts.append(_Part(prefix + entry.file, start, length, view[start : start + length]))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        # list() re-raises the first failure here, in INIT.
+        list(pool.map(lambda part: _fetch(client, bucket, part, url), parts))
+    return Artifact.from_files(files)
+
+
+def _get(client: Any, bucket: str, key: str, url: str) -> bytes:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except (ClientError, BotoCoreError) as exc:
+        raise ArtifactError(f"cannot read s3://{bucket}/{key} (artifact {url}): {exc}") from exc
+
+
+def _fetch(client: Any, bucket: str, part: _Part, url: str) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            body = client.get_object(
+                Bucket=bucket, Key=part.key, Range=f"bytes={part.start}-{part.start + part.length - 1}"
+            )["Body"]
+            filled = 0
+            while filled < part.length:
+                n = body.readinto(part.into[filled:])
+                if not n:
+                    raise ArtifactError(f"s3://{bucket}/{part.key} ended early at byte {part.start + filled}")
+                filled += n
+            return
+        except (ClientError, BotoCoreError, ArtifactError, OSError) as exc:
+            if attempt == ATTEMPTS:
+                raise ArtifactError(f"cannot read s3://{bucket}/{part.key} (artifact {url}): {exc}") from exc
+
+
+__all__ = ["open_artifact", "parse_s3_url", "read_s3_artifact"]

@@ -1,0 +1,36 @@
+"""`python -m function serve --artifacts DIR`: the HTTP API under uvicorn (containers, Kubernetes).
+
+The model loads before the server binds its socket, so the first request finds it ready and /readyz
+is true from the start. Responses are not size-capped here, and `stream: true` is sent chunked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("serve", help="serve the HTTP API with uvicorn")
+    parser.add_argument("--artifacts", help="artifact directory or s3:// URL (default: $COSYVOICE_ARTIFACT)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--log-level", default="info")
+    parser.set_defaults(run=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.artifacts:
+        os.environ["COSYVOICE_ARTIFACT"] = args.artifacts  # settings read the environment, once
+    import uvicorn
+
+    from function.app import app
+    from function.model import STARTUP, get_engine
+
+    get_engine()
+    STARTUP.emit("init")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+__all__ = ["register"]

@@ -1,0 +1,145 @@
+"""Wire shapes of the edges: the HTTP bodies, the SQS message / direct-invoke event, the error body.
+
+Every edge turns its payload into `SynthesisOptions` here, and value checks (text length, speed range,
+format names, mode) stay in `SynthesisOptions.validated`: these models only fix names and JSON types.
+Types are strict ("1.0" is not a number), so a client learns about a wrong type instead of a guess.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from function.errors import InvalidPromptAudio, InvalidRequest
+from function.options import AUDIO_FORMATS, MAX_SPEED, MIN_SPEED, SynthesisOptions
+
+_FORMAT: dict[str, Any] = {"enum": list(AUDIO_FORMATS)}
+_SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
+JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
+
+
+class SpeechRequest(BaseModel):
+    """POST /v1/tts. Voice: a built-in `speaker` (plus `instruct` on -Instruct models), or `prompt_audio`
+    (base64 of any common audio file) to clone, with its transcript `prompt_text` when known."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(description="What to say.", examples=["Hello from CosyVoice."])
+    speaker: str | None = Field(None, description="A built-in speaker; see GET /v1/speakers.")
+    instruct: str | None = Field(None, description="Style instruction (-Instruct models).")
+    prompt_audio: str | None = Field(None, description="Base64 audio of the voice to clone.")
+    prompt_text: str | None = Field(None, description="Transcript of prompt_audio (zero-shot cloning).")
+    format: str = Field("wav", description="Audio format of the response.", json_schema_extra=_FORMAT)
+    speed: float = Field(1.0, description="Tempo factor.", json_schema_extra=_SPEED)
+    seed: int | None = Field(None, description="Same seed and options, same audio.")
+    stream: bool = Field(False, description="Send audio as it is made (chunked; wav and pcm stream best).")
+
+    def to_options(self) -> SynthesisOptions:
+        return SynthesisOptions(
+            text=self.text,
+            speaker=self.speaker,
+            instruct=self.instruct,
+            prompt_audio=decode_base64_audio(self.prompt_audio) if self.prompt_audio is not None else None,
+            prompt_text=self.prompt_text,
+            format=self.format,
+            speed=self.speed,
+            seed=self.seed,
+            stream=self.stream,
+        )
+
+
+class SpeechJob(SpeechRequest):
+    """One SQS message body, or a direct-invoke event. The audio goes to
+    s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX{output_key or id + "." + format};
+    a job whose object already exists is not synthesized again (redeliveries are free and idempotent)."""
+
+    id: str | None = Field(None, pattern=JOB_ID_PATTERN, description="Job id; required on the batch path.")
+    output_key: str | None = Field(
+        None, min_length=1, max_length=1024, description="Key under the output prefix; default id.format."
+    )
+
+    def output_name(self) -> str:
+        if self.output_key is not None:
+            if self.output_key.startswith("/") or ".." in self.output_key.split("/"):
+                raise InvalidRequest("output_key must be a relative key without '..' segments")
+            return self.output_key
+        if self.id is None:
+            raise InvalidRequest("give an id (or an output_key) to write the audio to S3")
+        return f"{self.id}.{self.format}"
+
+
+class OpenAISpeechRequest(BaseModel):
+    """POST /v1/audio/speech, as OpenAI's API takes it. `voice` is a built-in speaker; `model` is
+    accepted and ignored (one model per deployment)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)  # newer SDKs send fields we need not know
+
+    model: str = Field(examples=["cosyvoice-300m-sft"])
+    input: str = Field(examples=["Hello from CosyVoice."])
+    voice: str
+    instructions: str | None = None
+    response_format: str = Field("mp3", json_schema_extra=_FORMAT)
+    speed: float = Field(1.0, json_schema_extra=_SPEED)
+
+    def to_options(self) -> SynthesisOptions:
+        return SynthesisOptions(
+            text=self.input,
+            speaker=self.voice,
+            instruct=self.instructions,
+            format=self.response_format,
+            speed=self.speed,
+        )
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+def decode_base64_audio(data: str) -> bytes:
+    try:
+        audio = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidPromptAudio("prompt_audio is not valid base64") from None
+    if not audio:
+        raise InvalidPromptAudio("prompt_audio is empty")
+    return audio
+
+
+def describe(error: ValidationError | list[dict[str, Any]]) -> str:
+    """Pydantic's error list → one line a person can act on: 'speed: Input should be a valid number'."""
+    items = error.errors() if isinstance(error, ValidationError) else error
+    parts = []
+    for item in items:
+        location = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+        parts.append(
+            f"{location}: {item.get('msg', 'invalid')}" if location else str(item.get("msg", "invalid"))
+        )
+    return "; ".join(parts) or "invalid request"
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate a payload of the SQS / direct-invoke edges, turning type errors into InvalidRequest."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(describe(exc)) from None
+
+
+__all__ = [
+    "ErrorBody",
+    "JOB_ID_PATTERN",
+    "OpenAISpeechRequest",
+    "SpeechJob",
+    "SpeechRequest",
+    "decode_base64_audio",
+    "describe",
+    "parse",
+]

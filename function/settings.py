@@ -1,0 +1,113 @@
+"""Deployment configuration, read once from the environment (Lambda function settings, container env).
+
+COSYVOICE_ARTIFACT              artifact directory, or s3://bucket/prefix (read into memory); required
+COSYVOICE_OUTPUT_BUCKET         bucket for batch outputs and large direct-invoke results; default none
+COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
+COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
+COSYVOICE_BATCH_MAX_TEXT_CHARS  longest text of one SQS job (the path for long texts); default 100000
+COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
+COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU the process may use
+COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
+COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
+                                else 0 = no limit
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+from function.options import DEFAULT_MAX_TEXT_CHARS
+
+# Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
+LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_BATCH_MAX_TEXT_CHARS = 100_000  # an SQS message holds 1 MiB; the function timeout bounds the rest
+RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
+
+
+class SettingsError(ValueError):
+    """The environment does not describe a usable deployment."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    artifact: str  # local directory or s3://bucket/prefix
+    output_bucket: str | None = None
+    output_prefix: str = "tts/"
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    batch_max_text_chars: int = DEFAULT_BATCH_MAX_TEXT_CHARS
+    warmup: bool = True
+    threads: int | None = None  # None: every CPU the process may use
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
+
+    @property
+    def artifact_on_s3(self) -> bool:
+        return self.artifact.startswith("s3://")
+
+    def fits_response(self, audio_bytes: int) -> bool:
+        """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
+        if self.max_response_bytes is None:
+            return True
+        return 4 * ((audio_bytes + 2) // 3) + RESPONSE_ENVELOPE <= self.max_response_bytes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        artifact = env.get("COSYVOICE_ARTIFACT", "").strip()
+        if not artifact:
+            raise SettingsError(
+                "COSYVOICE_ARTIFACT is not set: give an artifact directory or s3://bucket/prefix"
+            )
+        in_lambda = "AWS_LAMBDA_RUNTIME_API" in env or "AWS_LAMBDA_FUNCTION_NAME" in env
+        response_limit = _int(
+            env, "COSYVOICE_MAX_RESPONSE_BYTES", LAMBDA_PAYLOAD_LIMIT if in_lambda else 0, 0
+        )
+        threads = _int(env, "COSYVOICE_THREADS", 0, 0)
+        return cls(
+            artifact=artifact,
+            output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
+            output_prefix=env.get("COSYVOICE_OUTPUT_PREFIX", cls.output_prefix),
+            max_text_chars=_int(env, "COSYVOICE_MAX_TEXT_CHARS", DEFAULT_MAX_TEXT_CHARS, 1),
+            batch_max_text_chars=_int(env, "COSYVOICE_BATCH_MAX_TEXT_CHARS", DEFAULT_BATCH_MAX_TEXT_CHARS, 1),
+            warmup=_bool(env, "COSYVOICE_WARMUP", True),
+            threads=threads or None,
+            max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
+            max_response_bytes=response_limit or None,
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={value} is below its minimum {minimum}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
+
+
+@cache
+def get_settings() -> Settings:
+    """The process's settings: read once, like the model they describe."""
+    return Settings.from_env()
+
+
+__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "get_settings"]

@@ -1,0 +1,165 @@
+"""Build the Lambda deployment zip (the SnapStart variant) without Docker.
+
+    python -m infra.build_zip --arch x86_64            # -> build/lambda.zip
+    python -m infra.build_zip --arch arm64 --out build/lambda-arm64.zip
+
+pip fetches the runtime requirements (pyproject.toml, via `infra.requirements`) as manylinux wheels for
+CPython 3.12 on the chosen architecture, whatever this machine runs; then the `function/` package is
+added (never `export/`, never torch) and everything is zipped. The build fails if the unzipped size
+exceeds Lambda's 250 MB limit, because the deploy would fail later with a less helpful message.
+
+The zip is reproducible (sorted entries, fixed timestamps): an unchanged build uploads under the same
+content hash, so `sam deploy` publishes no new version and takes no new SnapStart snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.requirements import runtime_requirements
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "function"
+# "250 MB" in the Lambda quotas is 250 MiB: 262,144,000 bytes, function code plus layers, unzipped.
+UNZIPPED_LIMIT = 250 * 1024 * 1024
+# The python3.12 runtime runs on Amazon Linux 2023 (glibc 2.34). pip does not widen a manylinux_2_X
+# platform to older glibc versions by itself, so every tag the runtime accepts is listed.
+GLIBC_MINORS = range(17, 35)
+ARCHES = ("x86_64", "arm64")
+_WHEEL_ARCH = {"x86_64": "x86_64", "arm64": "aarch64"}
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ZipReport:
+    path: Path
+    files: int
+    unzipped_bytes: int
+    zipped_bytes: int
+
+
+def platform_tags(arch: str) -> list[str]:
+    wheel_arch = _WHEEL_ARCH[arch]
+    return [f"manylinux2014_{wheel_arch}"] + [f"manylinux_2_{minor}_{wheel_arch}" for minor in GLIBC_MINORS]
+
+
+def pip_command(requirements: list[str], target: Path, arch: str, python_version: str) -> list[str]:
+    """pip install of binary wheels for the Lambda platform into `target` (nothing is built from source)."""
+    platforms = [arg for tag in platform_tags(arch) for arg in ("--platform", tag)]
+    return [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+        "--no-warn-conflicts", "--only-binary=:all:",
+        "--implementation", "cp", "--python-version", python_version,
+        *platforms,
+        # /var/task is read-only and the host's bytecode is for another interpreter: ship sources only.
+        "--no-compile",
+        "--target", str(target),
+        *requirements,
+    ]  # fmt: skip
+
+
+def copy_package(source: Path, target: Path) -> None:
+    shutil.copytree(source, target / source.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def stage(target: Path, arch: str, python_version: str, pyproject: Path, package: Path) -> None:
+    """Fill an empty `target` with the wheels' contents and the function package."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    requirements = runtime_requirements(pyproject)
+    result = subprocess.run(pip_command(requirements, target, arch, python_version), check=False)
+    if result.returncode != 0:
+        raise BuildError(f"pip could not install the runtime requirements for {arch}: {requirements}")
+    copy_package(package, target)
+
+
+def tree_files(root: Path) -> list[Path]:
+    """Every regular file under root, in a stable order (the zip's entry order)."""
+    return sorted(path for path in root.rglob("*") if path.is_file() and not path.is_symlink())
+
+
+def unzipped_size(root: Path) -> int:
+    return sum(path.stat().st_size for path in tree_files(root))
+
+
+def largest_parts(root: Path, count: int = 8) -> list[tuple[str, int]]:
+    """The biggest top-level entries, to say what to cut when the limit is exceeded."""
+    sizes = {}
+    for child in root.iterdir():
+        sizes[child.name] = unzipped_size(child) if child.is_dir() else child.stat().st_size
+    return sorted(sizes.items(), key=lambda item: item[1], reverse=True)[:count]
+
+
+def check_size(root: Path, limit: int = UNZIPPED_LIMIT) -> int:
+    size = unzipped_size(root)
+    if size > limit:
+        parts = ", ".join(f"{name} {bytes_ / 1e6:.1f} MB" for name, bytes_ in largest_parts(root))
+        raise BuildError(
+            f"unzipped package is {size / 1e6:.1f} MB, over Lambda's limit of {limit / 1e6:.1f} MB;"
+            f" largest parts: {parts}"
+        )
+    return size
+
+
+def write_zip(root: Path, out: Path) -> ZipReport:
+    """Zip `root` reproducibly: same tree, same bytes."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    files = tree_files(root)
+    total = 0
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for path in files:
+            info = zipfile.ZipInfo(path.relative_to(root).as_posix(), date_time=_EPOCH)
+            executable = os.access(path, os.X_OK)
+            info.external_attr = (0o100755 if executable else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            data = path.read_bytes()
+            total += len(data)
+            archive.writestr(info, data)
+    partial.replace(out)
+    return ZipReport(out, len(files), total, out.stat().st_size)
+
+
+def build(arch: str, out: Path, work: Path, python_version: str, pyproject: Path, package: Path) -> ZipReport:
+    stage(work, arch, python_version, pyproject, package)
+    check_size(work)
+    return write_zip(work, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.build_zip", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--arch", choices=ARCHES, default="x86_64", help="must match the template's Architecture"
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "lambda.zip")
+    parser.add_argument("--work", type=Path, help="staging directory (default build/zip-ARCH)")
+    parser.add_argument("--python-version", default="3.12", help="the Lambda runtime's Python")
+    parser.add_argument("--pyproject", type=Path, default=ROOT / "pyproject.toml")
+    args = parser.parse_args(argv)
+    work = args.work or ROOT / "build" / f"zip-{args.arch}"
+    try:
+        report = build(args.arch, args.out, work, args.python_version, args.pyproject, ROOT / PACKAGE)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"{report.path}: {args.arch}, {report.files} files, {report.unzipped_bytes / 1e6:.1f} MB unzipped"
+        f" (limit {UNZIPPED_LIMIT / 1e6:.1f} MB), {report.zipped_bytes / 1e6:.1f} MB zipped"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""The benchmark's measuring tools on tiny inputs: /proc parsing, clocks, page cache, stage timers, tables.
+
+No wall-clock assertions: only that each tool reports what it was shown, in the right shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.procs import (
+    KIB,
+    PhaseClock,
+    drop_page_cache,
+    parse_memory,
+    phase_durations,
+    read_memory,
+    resident_fraction,
+    total_pss,
+)
+from bench.stages import StageTimes, TimedProxy
+from bench.tables import Table, ratio, seconds
+
+ROLLUP = """\
+55c3b7084000-7fff678d5000 ---p 00000000 00:00 0                          [rollup]
+Rss:                1000 kB
+Pss:                 600 kB
+Pss_Anon:            250 kB
+Pss_File:            340 kB
+Pss_Shmem:            10 kB
+Anonymous:           250 kB
+"""
+STATUS = "Name:\tpython\nVmHWM:\t    4000 kB\nVmRSS:\t    1000 kB\nThreads:\t1\n"
+
+
+def test_memory_is_split_into_anonymous_and_file_backed() -> None:
+    memory = parse_memory(ROLLUP, STATUS)
+    assert memory.rss == 1000 * KIB
+    assert memory.pss == 600 * KIB
+    assert memory.anonymous == 250 * KIB
+    assert memory.file_backed == (1000 - 250 - 10) * KIB  # shmem is neither
+    assert memory.peak_rss == 4000 * KIB
+    assert type(memory).from_dict(memory.to_dict()) == memory
+
+
+def test_own_memory_is_read_from_proc() -> None:
+    memory = read_memory()
+    assert 0 < memory.pss <= memory.rss <= memory.peak_rss
+    assert memory.anonymous + memory.file_backed <= memory.rss
+    assert total_pss([os.getpid()]) > 0
+
+
+def test_phase_durations_chain_from_the_spawn_instant() -> None:
+    marks = [("interpreter", 10.5), ("imports", 11.0), ("load", 13.0)]
+    assert phase_durations(marks, spawned=10.0) == {"interpreter": 0.5, "imports": 0.5, "load": 2.0}
+
+
+def test_phase_clock_marks_in_order_and_samples_memory() -> None:
+    clock = PhaseClock(time.monotonic())
+    clock.mark("a")
+    clock.mark("b", sample_memory=False)
+    data = clock.to_dict()
+    names = [name for name, _ in data["marks"]]
+    assert names == ["interpreter", "a", "b"]
+    times = [at for _, at in data["marks"]]
+    assert times == sorted(times)
+    assert set(data["memory"]) == {"a"}
+    assert data["final"]["rss"] > 0
+
+
+def test_page_cache_residency_of_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(os.urandom(256 * KIB))
+    path.read_bytes()
+    assert resident_fraction(path) == 1.0
+    drop_page_cache(path)  # a no-op on tmpfs; evicts on a disk file system
+    assert 0.0 <= resident_fraction(path) <= 1.0
+    (tmp_path / "empty").write_bytes(b"")
+    assert resident_fraction(tmp_path / "empty") == 0.0
+
+
+def test_token_timer_counts_every_token_by_context() -> None:
+    times = StageTimes()
+
+    def generate(prefix: int, count: int):  # a stand-in LLM: yields `count` tokens
+        yield from range(count)
+
+    timed = times.timed_tokens(generate, lambda prefix, count: prefix)
+    assert list(timed(10, 5)) == [0, 1, 2, 3, 4]
+    assert len(times.first_token) == 1
+    assert [cached for cached, _ in times.steps] == [10, 11, 12, 13]
+    assert times.step_ms_at(11, window=1) is not None
+    assert times.step_ms_at(500) is None
+    assert times.seconds["llm"] >= sum(s for _, s in times.steps)
+
+
+def test_proxy_times_named_methods_and_passes_the_rest() -> None:
+    class Vocoder:
+        params = "p"
+
+        def generate(self, x: int) -> int:
+            return x + 1
+
+        def __call__(self, x: int) -> int:
+            return x * 2
+
+    times = StageTimes()
+    proxy = TimedProxy(Vocoder(), "vocoder", times, ("__call__", "generate"))
+    assert proxy(3) == 6 and proxy.generate(3) == 4 and proxy.params == "p"
+    assert "vocoder" in times.seconds
+    with pytest.raises(TypeError):
+        TimedProxy(Vocoder(), "x", times, ("generate",))(1)
+
+
+def test_tables_render_and_refuse_ragged_rows() -> None:
+    table = Table("t", ("a", "b"))
+    table.add("1", "2")
+    with pytest.raises(ValueError):
+        table.add("only one")
+    assert "| 1 | 2 |" in table.render()
+    assert ratio(10.0, 2.0) == "5.0×" and ratio(None, 1.0) == "–" and ratio(1.0, 0.0) == "–"
+    assert seconds(0.25) == "250 ms" and seconds(2.5) == "2.50 s"
+
+
+def test_report_renders_the_phase_table_and_chart(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from bench import report
+
+    def run(scale: float) -> dict[str, float]:
+        return {"imports": 0.1 * scale, "load": 0.2 * scale, "sessions": 0.1 * scale, "warm_up": 0.3 * scale,
+                "first_response": 0.5 * scale}
+
+    runs = {"ours": [run(1.0)], "upstream": [run(20.0)]}
+    result = {"command": "python -m bench coldstart", "finished": "now",
+              "machine": {"cpu": "cpu", "cpus": 2, "memory_bytes": 2**32, "python": "3", "torch": "t",
+                          "onnxruntime": "o"},
+              "tables": [], "data": {"runs": {"warm": runs, "cold": runs}}}
+    (tmp_path / "coldstart.json").write_text(json.dumps(result))
+    summary = report.run(tmp_path).read_text()
+    assert "service ready" in summary and "20.0×" in summary
+    assert (tmp_path / "phases.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,40 @@
+"""Shared fixtures: one tiny random-weight model directory and its exported artifact per test session.
+
+Both are built by the real command lines in a subprocess, so the test process itself never has to import
+torch for them (runtime tests stay torch-free).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# whisper's tokenizer vocabulary, as `make setup` extracts it (the Makefile exports the same variable).
+os.environ.setdefault("COSYVOICE_WHISPER_ASSETS", str(ROOT / ".cache" / "whisper-assets"))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    result = run_cli("-m", "export", "fake", "--size", "tiny", str(path))
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_artifact(tiny_model_dir: Path) -> Path:
+    path = tiny_model_dir.parent / "artifact"
+    result = run_cli("-m", "export", str(tiny_model_dir), str(path))
+    assert result.returncode == 0, result.stderr
+    return path

@@ -1,0 +1,115 @@
+"""Kubernetes manifests, docker compose and samconfig agree with the image and the template."""
+
+from __future__ import annotations
+
+import shlex
+import tomllib
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from infra.render import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "infra" / "k8s"
+KUBERNETES_VERSION = "1.30"  # the oldest version still in standard support on EKS/GKE/AKS at writing
+ARTIFACT_IN_IMAGE = "/opt/cosyvoice/artifact"  # infra/Dockerfile's COPY target and COSYVOICE_ARTIFACT
+SERVE = ["python3", "-m", "function", "serve"]
+
+
+def _manifests() -> dict[str, dict]:
+    docs = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        (doc,) = yaml.safe_load_all(path.read_text())
+        docs[doc["kind"]] = doc
+    return docs
+
+
+MANIFESTS = _manifests()
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+@pytest.mark.parametrize("kind", sorted(MANIFESTS))
+def test_manifest_is_valid_for_kubernetes(kind):
+    kubernetes_validate.validate(MANIFESTS[kind], KUBERNETES_VERSION, strict=True)
+
+
+def test_validation_rejects_a_misspelt_field():
+    broken = yaml.safe_load(yaml.safe_dump(MANIFESTS["Deployment"]))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_manifest():
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    listed = set(kustomization["resources"])
+    assert listed == {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def test_deployment_serves_the_baked_artifact_and_probes_readiness():
+    (container,) = MANIFESTS["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == SERVE
+    args = container["args"]
+    assert _option(args, "--artifacts") == ARTIFACT_IN_IMAGE
+    port = int(_option(args, "--port"))
+    assert container["ports"] == [{"name": "http", "containerPort": port}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {item["name"]: item["value"] for item in container["env"]}
+    assert env["COSYVOICE_THREADS"] == container["resources"]["requests"]["cpu"]
+    assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
+
+
+def test_service_hpa_and_pdb_point_at_the_deployment():
+    deployment = MANIFESTS["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert MANIFESTS["Service"]["spec"]["selector"].items() <= labels.items()
+    assert MANIFESTS["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert MANIFESTS["Service"]["spec"]["ports"][0]["targetPort"] == "http"
+    target = MANIFESTS["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+
+
+def test_compose_runs_the_same_image_as_server_and_as_lambda():
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
+    tts, lam = compose["services"]["tts"], compose["services"]["lambda"]
+    for service in (tts, lam):
+        build = service["build"]
+        assert (
+            ROOT / "infra" / build["context"] / build["dockerfile"]
+        ).resolve() == ROOT / "infra" / "Dockerfile"
+    assert tts["image"] == lam["image"]
+    assert tts["entrypoint"] == SERVE
+    assert _option(tts["command"], "--artifacts") == ARTIFACT_IN_IMAGE
+    port = _option(tts["command"], "--port")
+    assert tts["ports"] == [f"{port}:{port}"]
+    assert f"127.0.0.1:{port}/readyz" in " ".join(tts["healthcheck"]["test"])
+    assert tts["environment"]["COSYVOICE_THREADS"] == str(tts["cpus"])
+    assert "entrypoint" not in lam  # the base image's entrypoint: runtime client + emulator
+
+
+def test_samconfig_overrides_name_real_parameters_with_allowed_values():
+    config = tomllib.loads((ROOT / "infra" / "samconfig.toml").read_text())
+    parameters = load_template()["Parameters"]
+    environments = [env for env in config if env != "version"]
+    assert {"default", "provisioned"} <= set(environments)
+    for env in environments:
+        deploy = config[env].get("deploy", {}).get("parameters")
+        if not deploy:
+            continue
+        overrides = dict(item.split("=", 1) for item in shlex.split(deploy["parameter_overrides"]))
+        for name, value in overrides.items():
+            assert name in parameters, f"{env}: unknown parameter {name}"
+            allowed = parameters[name].get("AllowedValues")
+            assert allowed is None or value in map(str, allowed), f"{env}: {name}={value}"
+        assert "CAPABILITY_IAM" in deploy["capabilities"]
+        # the template always has an image function, and sam deploy refuses it without a repository
+        assert deploy["resolve_image_repos"] is True

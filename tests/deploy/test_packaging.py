@@ -1,0 +1,172 @@
+"""What goes into the two deployment packages: requirements from pyproject.toml (one source of truth),
+the Dockerfile, and the zip builder (everything but the pip download, which needs the network)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from infra import build_zip
+from infra.requirements import PROVIDED_BY_LAMBDA, requirement_name, runtime_requirements
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = ROOT / "pyproject.toml"
+DOCKERFILE = ROOT / "infra" / "Dockerfile"
+PROJECT = tomllib.loads(PYPROJECT.read_text())["project"]
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {requirement_name(r) for r in requirements}
+
+
+# --- requirements ---------------------------------------------------------------------------------
+
+
+def test_runtime_requirements_are_the_package_dependencies_and_function_extra_less_the_runtime_client():
+    declared = PROJECT["dependencies"] + PROJECT["optional-dependencies"]["function"]
+    requirements = runtime_requirements(PYPROJECT)
+    assert set(requirements) == {r for r in declared if requirement_name(r) not in PROVIDED_BY_LAMBDA}
+    assert set(PROJECT["dependencies"]) <= set(requirements)
+    assert "awslambdaric" in _names(declared) and "awslambdaric" not in _names(requirements)
+    # The handler registers SnapStart hooks at import: the zip carries the pinned library.
+    assert "snapshot-restore-py" in _names(requirements)
+
+
+def test_runtime_requirements_hold_nothing_of_the_exporter():
+    export_only = _names(PROJECT["optional-dependencies"]["export"]) - _names(PROJECT["dependencies"])
+    assert "torch" in export_only
+    assert _names(runtime_requirements(PYPROJECT)).isdisjoint(export_only)
+
+
+def test_requirements_script_runs_alone_as_in_the_docker_build(tmp_path):
+    # The image build runs the file by path with only the stdlib: no project, no venv packages.
+    shutil.copy(PYPROJECT, tmp_path / "pyproject.toml")
+    script = shutil.copy(ROOT / "infra" / "requirements.py", tmp_path / "requirements.py")
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", str(script), str(tmp_path / "pyproject.toml")],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.stdout.split() == runtime_requirements(PYPROJECT)
+
+
+@pytest.mark.parametrize(
+    ("requirement", "name"),
+    [("Mangum==0.22.0", "mangum"), ("snapshot_restore.py>=1", "snapshot-restore-py"), ("numpy", "numpy")],
+)
+def test_requirement_names_are_normalised(requirement, name):
+    assert requirement_name(requirement) == name
+
+
+# --- Dockerfile -----------------------------------------------------------------------------------
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def test_dockerfile_installs_exactly_the_runtime_requirements():
+    runs = [args for op, args in _instructions() if op == "RUN"]
+    installs = [run for run in runs if "pip" in run and "install" in run]
+    assert len(installs) == 1
+    (install,) = installs
+    # Generated from pyproject.toml by the shared script, installed from that file and nothing else.
+    assert re.search(r"requirements\.py \S*pyproject\.toml > (\S+requirements\.txt)", install)
+    pip = install.split("pip3 install", 1)[1].split("&&")[0].split()
+    assert [arg for arg in pip if not arg.startswith("-") and not arg.startswith('"$')] == [
+        "/tmp/build/requirements.txt"
+    ]
+    assert "--only-binary=:all:" in pip
+    copies = [args for op, args in _instructions() if op == "COPY"]
+    assert "pyproject.toml infra/requirements.py /tmp/build/" in copies
+
+
+def test_dockerfile_is_a_lambda_image_with_the_artifact_and_function_package():
+    instructions = _instructions()
+    assert instructions[0] == ("FROM", "public.ecr.aws/lambda/python:3.12")
+    copies = [args for op, args in instructions if op == "COPY"]
+    assert "${ARTIFACT_DIR}/ /opt/cosyvoice/artifact/" in copies
+    assert "function/ ${LAMBDA_TASK_ROOT}/function/" in copies
+    assert not any("export" in c for c in copies)
+    assert ("ARG", "ARTIFACT_DIR=artifact") in instructions
+    assert ("ENV", "COSYVOICE_ARTIFACT=/opt/cosyvoice/artifact") in instructions
+    assert instructions[-1] == ("CMD", '["function.handler.lambda_handler"]')
+
+
+def test_dockerignore_lets_in_only_what_the_dockerfile_copies():
+    patterns = [p for p in (ROOT / ".dockerignore").read_text().splitlines() if p and not p.startswith("#")]
+    assert patterns[0] == "*"
+    assert {"!pyproject.toml", "!infra/requirements.py", "!function/", "!artifact/"} <= set(patterns)
+    assert not any(p.startswith("!") and ("venv" in p or "export" in p or ".cache" in p) for p in patterns)
+
+
+def test_hadolint_finds_nothing():
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    result = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True, check=False)
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+# --- zip builder ----------------------------------------------------------------------------------
+
+
+def test_pip_command_fetches_lambda_wheels_of_the_runtime_requirements(tmp_path):
+    command = build_zip.pip_command(runtime_requirements(PYPROJECT), tmp_path, "arm64", "3.12")
+    assert command[command.index("--python-version") + 1] == "3.12"
+    assert command[command.index("--implementation") + 1] == "cp"
+    assert command[command.index("--target") + 1] == str(tmp_path)
+    assert "--only-binary=:all:" in command
+    platforms = [command[i + 1] for i, arg in enumerate(command) if arg == "--platform"]
+    assert "manylinux2014_aarch64" in platforms and "manylinux_2_34_aarch64" in platforms
+    assert not any("x86_64" in p for p in platforms)
+    assert set(runtime_requirements(PYPROJECT)) <= set(command)
+
+
+def test_the_function_package_goes_in_without_torch_or_bytecode(tmp_path):
+    build_zip.copy_package(ROOT / "function", tmp_path)
+    files = build_zip.tree_files(tmp_path)
+    assert (tmp_path / "function" / "__init__.py") in files
+    assert not any("__pycache__" in f.parts or f.suffix == ".pyc" for f in files)
+    sources = [f.read_text() for f in files if f.suffix == ".py"]
+    assert not any(re.search(r"^\s*(import|from)\s+(torch|export)\b", s, re.M) for s in sources)
+
+
+def _tree(root: Path) -> Path:
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("x = 1\n")
+    (root / "pkg" / "lib.so").write_bytes(b"\x7fELF" + bytes(5000))
+    (root / "pkg" / "lib.so").chmod(0o755)
+    (root / "top.py").write_text("")
+    return root
+
+
+def test_zip_is_reproducible_and_keeps_modes(tmp_path):
+    root = _tree(tmp_path / "stage")
+    first = build_zip.write_zip(root, tmp_path / "a.zip")
+    (root / "top.py").touch()  # a newer mtime must not change the bytes
+    second = build_zip.write_zip(root, tmp_path / "b.zip")
+    assert (tmp_path / "a.zip").read_bytes() == (tmp_path / "b.zip").read_bytes()
+    assert (first.files, first.unzipped_bytes) == (3, 5010)
+    with zipfile.ZipFile(second.path) as archive:
+        assert archive.namelist() == ["pkg/__init__.py", "pkg/lib.so", "top.py"]
+        modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
+    assert modes == {"pkg/__init__.py": 0o100644, "pkg/lib.so": 0o100755, "top.py": 0o100644}
+
+
+def test_size_check_fails_over_the_limit_and_names_the_largest_parts(tmp_path):
+    root = _tree(tmp_path / "stage")
+    assert build_zip.check_size(root, limit=5010) == 5010
+    with pytest.raises(build_zip.BuildError, match=r"over Lambda's limit.*pkg"):
+        build_zip.check_size(root, limit=5009)
+
+
+def test_lambda_limit_is_250_mib():
+    assert build_zip.UNZIPPED_LIMIT == 262_144_000

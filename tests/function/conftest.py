@@ -1,0 +1,152 @@
+"""Fixtures for the function's edges: a real uvicorn server, moto_server for S3, the local Lambda runtime.
+
+Everything runs the real engine on the session's tiny artifact (tests marked `engine`). While the engine
+was being written the edges were developed against tests/function/fake.py; COSYVOICE_TEST_FAKE_ENGINE=1
+still selects it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "events"
+FAKE = os.environ.get("COSYVOICE_TEST_FAKE_ENGINE") == "1"
+HANDLER = "tests.function.fake.lambda_handler" if FAKE else "function.handler.lambda_handler"
+CLI = [sys.executable, "-m", "tests.function.fake" if FAKE else "function"]
+SPEAKER = "英文女"  # one of the tiny model's built-in speakers (export/fake.py SFT_SPEAKERS)
+MAX_TEXT_CHARS = 120
+MAX_BODY_BYTES = 256 * 1024
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "engine: runs the real engine on the tiny artifact (tiny_artifact fixture)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without Lambda or COSYVOICE settings, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_LAMBDA_", "COSYVOICE_"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+def wait_until(check: Any, process: subprocess.Popen[Any], timeout: float, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"process exited {process.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            if check():
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(log.read_text()[-4000:])
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def artifact_location(request: pytest.FixtureRequest) -> str:
+    if FAKE:
+        return "fake"
+    return str(request.getfixturevalue("tiny_artifact"))
+
+
+@pytest.fixture(scope="session")
+def server(artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`python -m function serve` on a loopback port, with small limits so the limit tests stay small."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    env = clean_env(
+        COSYVOICE_MAX_TEXT_CHARS=str(MAX_TEXT_CHARS), COSYVOICE_MAX_BODY_BYTES=str(MAX_BODY_BYTES)
+    )
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [*CLI, "serve", "--artifacts", artifact_location, "--port", str(port), "--log-level", "warning"],
+            cwd=ROOT,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{url}/readyz", timeout=5).status_code == 200, process, 300, log)
+        yield url
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto_server (S3 API) on loopback; each test uses buckets of its own."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    binary = Path(sys.executable).with_name("moto_server")
+    with log.open("w") as sink:
+        process = subprocess.Popen(
+            [str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=sink, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: httpx.get(f"{url}/moto-api/").status_code == 200, process, 60, log)
+        yield url
+    finally:
+        stop(process)
+
+
+@pytest.fixture
+def s3_env(moto_endpoint: str) -> dict[str, str]:
+    return {
+        "AWS_ENDPOINT_URL_S3": moto_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+
+
+@pytest.fixture
+def s3(s3_env: dict[str, str]) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=s3_env["AWS_ENDPOINT_URL_S3"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def bucket(s3: Any) -> str:
+    name = f"out-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,202 @@
+"""Our flow graphs + numpy runtime against upstream's MaskedDiffWithXvec (tiny config, random weights).
+
+GIVEN one seeded flow.pt-shaped state dict loaded strictly into both our module and upstream's classes
+WHEN the estimator runs alone, and the whole flow runs from tokens with the same starting noise
+THEN our ONNX graphs (run by function.flow.Flow in onnxruntime) match upstream within 1e-3.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+from cosyvoice.flow.decoder import ConditionalDecoder  # noqa: E402
+from cosyvoice.flow.flow import MaskedDiffWithXvec  # noqa: E402
+from cosyvoice.flow.flow_matching import ConditionalCFM  # noqa: E402
+from cosyvoice.flow.length_regulator import InterpolateRegulator  # noqa: E402
+from cosyvoice.transformer.encoder import ConformerEncoder  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from export.config import FlowConfig, load_config  # noqa: E402
+from export.fake import CONFIG_TEMPLATE, SIZES  # noqa: E402
+from export.parts import flow as flow_part  # noqa: E402
+from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
+from function.flow import Flow  # noqa: E402
+from function.graphs import Graph, session_options  # noqa: E402
+
+pytestmark = pytest.mark.reference
+TOLERANCE = 1e-3
+
+
+def build_upstream(config: FlowConfig) -> MaskedDiffWithXvec:
+    """The reference as HyperPyYAML builds it from cosyvoice.yaml's `flow:` node."""
+    enc, est = config.encoder, config.estimator
+    encoder = ConformerEncoder(
+        input_size=enc.input_size,
+        output_size=enc.output_size,
+        attention_heads=enc.attention_heads,
+        linear_units=enc.linear_units,
+        num_blocks=enc.num_blocks,
+        dropout_rate=0.1,
+        positional_dropout_rate=0.1,
+        attention_dropout_rate=0.1,
+        normalize_before=enc.normalize_before,
+        input_layer=enc.input_layer,
+        pos_enc_layer_type=enc.pos_enc_layer_type,
+        selfattention_layer_type="rel_selfattn",
+        use_cnn_module=enc.use_cnn_module,
+        macaron_style=enc.macaron_style,
+    )
+    estimator = ConditionalDecoder(
+        in_channels=est.in_channels,
+        out_channels=est.out_channels,
+        channels=list(est.channels),
+        dropout=est.dropout,
+        attention_head_dim=est.attention_head_dim,
+        n_blocks=est.n_blocks,
+        num_mid_blocks=est.num_mid_blocks,
+        num_heads=est.num_heads,
+        act_fn=est.act_fn,
+    )
+    cfm_params = DictConfig(
+        {
+            "sigma_min": config.sigma_min,
+            "solver": "euler",
+            "t_scheduler": config.t_scheduler,
+            "training_cfg_rate": 0.2,
+            "inference_cfg_rate": config.inference_cfg_rate,
+            "reg_loss_type": "l1",
+        }
+    )
+    decoder = ConditionalCFM(
+        in_channels=config.decoder_in_channels,
+        cfm_params=cfm_params,
+        n_spks=1,
+        spk_emb_dim=80,
+        estimator=estimator,
+    )
+    return MaskedDiffWithXvec(
+        input_size=config.input_size,
+        output_size=config.output_size,
+        spk_embed_dim=config.spk_embed_dim,
+        output_type="mel",
+        vocab_size=config.vocab_size,
+        input_frame_rate=config.input_frame_rate,
+        only_mask_loss=True,
+        encoder=encoder,
+        length_regulator=InterpolateRegulator(
+            channels=config.length_regulator_channels, sampling_ratios=list(config.sampling_ratios)
+        ),
+        decoder=decoder,
+    )
+
+
+def _graph(proto, spec) -> Graph:
+    session = ort.InferenceSession(proto.SerializeToString(), session_options(1, prepack=False))
+    return Graph(session, spec)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory):
+    model_dir: Path = tmp_path_factory.mktemp("flow")
+    (model_dir / "cosyvoice.yaml").write_text(
+        CONFIG_TEMPLATE.format(size="tiny", s=SIZES["tiny"]), encoding="utf-8"
+    )
+    model_config = load_config(model_dir)
+    config = model_config.flow
+    state = flow_part.random_state_dict(config, seed=7)
+    ours = flow_part.load_module(state, config)
+    graphs = flow_part.export_graphs(ours, config)
+    reference = build_upstream(config)
+    reference.load_state_dict(state, strict=True)
+    reference.eval()
+    flow = Flow(
+        _graph(graphs[FLOW_ENCODER.name], FLOW_ENCODER),
+        _graph(graphs[FLOW_ESTIMATOR.name], FLOW_ESTIMATOR),
+        model_config.params().flow,
+    )
+    return config, state, reference, flow
+
+
+@pytest.mark.parametrize("frames", [1, 38, 123])
+def test_estimator_matches_upstream(setup, frames: int) -> None:
+    config, _, reference, flow = setup
+    x, mask, mu, t, spks, cond = flow_part.example_estimator_inputs(config, batch=2, frames=frames)
+    mask[1, :, frames * 2 // 3 :] = 0  # row 1 padded: the key mask must act like upstream's
+    with torch.no_grad():
+        expected = reference.decoder.estimator(x, mask, mu, t, spks, cond).numpy()
+    got = flow.estimator.run(
+        x=x.numpy(), mask=mask.numpy(), mu=mu.numpy(), t=t.numpy(), spks=spks.numpy(), cond=cond.numpy()
+    )["velocity"]
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    ("n_prompt", "n_new"),
+    [(0, 17), (0, 61), (14, 33), (23, 58)],  # with/without a prompt; short and long (> 40 token) chunks
+)
+def test_flow_matches_upstream(setup, monkeypatch: pytest.MonkeyPatch, n_prompt: int, n_new: int) -> None:
+    config, _, reference, flow = setup
+    rng = np.random.default_rng(n_prompt * 100 + n_new)
+    tokens = rng.integers(0, config.vocab_size, (1, n_new), dtype=np.int64)
+    prompt_tokens = rng.integers(0, config.vocab_size, (1, n_prompt), dtype=np.int64)
+    prompt_frames = flow.mel_frames(n_prompt)
+    prompt_mel = rng.standard_normal((1, prompt_frames, config.output_size), dtype=np.float32)
+    embedding = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
+    noise = flow.sample_noise(rng, prompt_frames + flow.mel_frames(n_new))
+
+    # Upstream draws its starting point with torch.randn_like(mu): hand it our noise instead.
+    monkeypatch.setattr(torch, "randn_like", lambda like: torch.from_numpy(noise.copy()).to(like.dtype))
+    expected, _ = reference.inference(
+        token=torch.from_numpy(tokens),
+        token_len=torch.tensor([n_new]),
+        prompt_token=torch.from_numpy(prompt_tokens),
+        prompt_token_len=torch.tensor([n_prompt]),
+        prompt_feat=torch.from_numpy(prompt_mel),
+        prompt_feat_len=torch.tensor([prompt_frames]),
+        embedding=torch.from_numpy(embedding),
+        flow_cache=torch.zeros(1, config.output_size, 0, 2),
+    )
+    got = flow(tokens, prompt_tokens, prompt_mel, embedding, noise)
+    assert got.shape == (1, config.output_size, flow.mel_frames(n_new)) == tuple(expected.shape)
+    assert np.abs(got).max() > 0.1  # a real mel, not a degenerate zero output
+    np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=TOLERANCE)
+
+
+def test_encoder_mu_matches_upstream_regulator(setup) -> None:
+    """mu itself (before the ODE), including the prompt frames the runtime later drops."""
+    config, _, reference, flow = setup
+    rng = np.random.default_rng(5)
+    prompt = rng.integers(0, config.vocab_size, (1, 9), dtype=np.int64)
+    tokens = rng.integers(0, config.vocab_size, (1, 47), dtype=np.int64)
+    embedding = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
+    mu, spks = flow.encode(tokens, prompt, flow.mel_frames(9), embedding)
+    with torch.inference_mode():
+        all_tokens = torch.from_numpy(np.concatenate([prompt, tokens], axis=1))
+        h, _ = reference.encoder(reference.input_embedding(all_tokens), torch.tensor([all_tokens.shape[1]]))
+        h = reference.encoder_proj(h)
+        expected, _ = reference.length_regulator.inference(
+            h[:, :9], h[:, 9:], flow.mel_frames(9), flow.mel_frames(47), config.input_frame_rate
+        )
+        expected_spks = reference.spk_embed_affine_layer(
+            torch.nn.functional.normalize(torch.from_numpy(embedding), dim=1)
+        )
+    np.testing.assert_allclose(mu, expected.transpose(1, 2).numpy(), rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(spks, expected_spks.numpy(), rtol=0, atol=TOLERANCE)
+
+
+def test_load_module_rejects_a_mismatched_checkpoint(setup) -> None:
+    config, state, _, _ = setup
+    broken = dict(state)
+    broken.pop("encoder_proj.bias")
+    broken["decoder.estimator.final_proj.bias"] = torch.zeros(3)
+    with pytest.raises(ValueError, match="1 missing.*1 shape mismatches"):
+        flow_part.load_module(broken, config)

@@ -1,0 +1,239 @@
+"""The exported LLM graphs against upstream's own TransformerLM (tiny config, same random weights).
+
+Upstream's `inference` runs unmodified; only its `sampling_ids` is replaced by a recorder that returns
+teacher tokens, so its prefill and its incremental forward_chunk loop produce the reference logp.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+# isort: off
+import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
+from cosyvoice.llm.llm import TransformerLM as UpstreamLM
+from cosyvoice.transformer.encoder import ConformerEncoder, TransformerEncoder
+from cosyvoice.utils import common as upstream_common
+
+# isort: on
+from export.config import EncoderConfig, LLMConfig, load_config
+from export.fake import CONFIG_TEMPLATE, SIZES
+from export.parts import llm as part
+from function.artifact import LLMParams
+from function.contract import LLM_PREFILL, llm_decode_spec
+from function.graphs import Graph, session_options
+from function.llm import CACHE_BLOCK, LLM
+from function.sampling import draw, nucleus, ras_sample
+
+pytestmark = pytest.mark.reference
+TOLERANCE = 1e-3
+STEPS = 20
+
+
+def _encoder_kwargs(config: EncoderConfig) -> dict:
+    return dict(
+        input_size=config.input_size,
+        output_size=config.output_size,
+        attention_heads=config.attention_heads,
+        linear_units=config.linear_units,
+        num_blocks=config.num_blocks,
+        dropout_rate=0.1,
+        positional_dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        input_layer=config.input_layer,
+        pos_enc_layer_type=config.pos_enc_layer_type,
+        selfattention_layer_type="rel_selfattn",
+        static_chunk_size=config.static_chunk_size,
+    )
+
+
+def _upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> UpstreamLM:
+    text_encoder = ConformerEncoder(
+        **_encoder_kwargs(config.text_encoder),
+        normalize_before=True,
+        use_cnn_module=False,
+        macaron_style=False,
+    )
+    model = UpstreamLM(
+        text_encoder_input_size=config.text_encoder_input_size,
+        llm_input_size=config.llm_input_size,
+        llm_output_size=config.llm_output_size,
+        text_token_size=config.text_token_size,
+        speech_token_size=config.speech_token_size,
+        text_encoder=text_encoder,
+        llm=TransformerEncoder(**_encoder_kwargs(config.llm)),
+        sampling=upstream_common.ras_sampling,
+        spk_embed_dim=config.spk_embed_dim,
+    )
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory):
+    directory: Path = tmp_path_factory.mktemp("llm")
+    (directory / "cosyvoice.yaml").write_text(
+        CONFIG_TEMPLATE.format(size="tiny", s=SIZES["tiny"]), encoding="utf-8"
+    )
+    config = load_config(directory).llm
+    state = part.random_state_dict(config, seed=7)
+    graphs = part.export_graphs(part.load_module(state, config), config)
+    return config, _upstream(config, state), graphs
+
+
+def _ours(graphs: dict, config: LLMConfig) -> LLM:
+    options = session_options(threads=1, prepack=False)
+
+    def graph(name: str, spec) -> Graph:  # type: ignore[no-untyped-def]
+        return Graph(ort.InferenceSession(graphs[name].SerializeToString(), options), spec)
+
+    return LLM(
+        graph("llm_prefill", LLM_PREFILL),
+        graph("llm_decode", llm_decode_spec(config.llm.num_blocks)),
+        LLMParams(speech_token_size=config.speech_token_size),
+    )
+
+
+def _upstream_teacher_forced(
+    model: UpstreamLM, text, prompt_text, speaker, prompt_speech, teacher
+) -> list[np.ndarray]:
+    recorded: list[np.ndarray] = []
+
+    def record(weighted_scores, decoded_tokens, sampling, ignore_eos=True):  # type: ignore[no-untyped-def]
+        recorded.append(weighted_scores.detach().numpy().copy())
+        step = len(recorded) - 1
+        return torch.tensor(teacher[step] if step < len(teacher) else model.speech_token_size)
+
+    model.sampling_ids = record  # type: ignore[method-assign]
+    list(
+        model.inference(
+            torch.tensor(text)[None],
+            torch.tensor([len(text)]),
+            torch.tensor(prompt_text, dtype=torch.int64)[None],
+            torch.tensor([len(prompt_text)]),
+            torch.tensor(prompt_speech, dtype=torch.int64)[None],
+            torch.tensor([len(prompt_speech)]),
+            torch.tensor(speaker, dtype=torch.float32),
+        )
+    )
+    return recorded
+
+
+CASES = {
+    "speaker+prompt": dict(speaker=True, prompt_len=5, prompt_text_len=3),
+    "no speaker, no prompt": dict(speaker=False, prompt_len=0, prompt_text_len=0),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_prefill_and_decode_match_upstream(setup, case: str) -> None:
+    config, model, graphs = setup
+    spec = CASES[case]
+    rng = np.random.default_rng(3)
+    text = rng.integers(0, config.text_token_size, 6)
+    prompt_text = rng.integers(0, config.text_token_size, spec["prompt_text_len"])
+    speaker = rng.standard_normal((1 if spec["speaker"] else 0, config.spk_embed_dim)).astype(np.float32)
+    prompt_speech = rng.integers(0, config.speech_token_size, spec["prompt_len"])
+    teacher = [int(t) for t in rng.integers(0, config.speech_token_size, STEPS)]
+    reference = _upstream_teacher_forced(model, text, prompt_text, speaker, prompt_speech, teacher)
+
+    ours = _ours(graphs, config)
+    full_text = np.concatenate([prompt_text, text])
+    logp, cache = ours.start(full_text, speaker, prompt_speech)
+    # Upstream sets EOS to -inf on the first step before sampling; compare the rest.
+    assert np.abs(logp[:-1] - reference[0][:-1]).max() <= TOLERANCE
+    eos = config.speech_token_size
+    for step, token in enumerate(teacher[: STEPS - 1], start=1):
+        logp = ours.step(token, cache)
+        assert np.abs(logp - reference[step]).max() <= TOLERANCE, f"decode step {step}"
+        if step in (1, 7, STEPS - 1):  # full recompute: the whole sequence through prefill
+            recomputed, _ = ours.start(full_text, speaker, np.concatenate([prompt_speech, teacher[:step]]))
+            assert np.abs(recomputed - logp).max() <= TOLERANCE, f"recompute at step {step}"
+    assert np.isfinite(logp[:eos]).all()
+
+
+def test_decode_cache_grows_past_one_block(setup) -> None:
+    """Crossing a buffer reallocation changes nothing: decode stays equal to a full recompute."""
+    config, _, graphs = setup
+    ours = _ours(graphs, config)
+    text = np.arange(3, 3 + CACHE_BLOCK - 10)
+    speaker = np.ones((1, config.spk_embed_dim), dtype=np.float32)
+    logp, cache = ours.start(text, speaker, np.zeros(0, dtype=np.int64))
+    tokens = list(range(1, 13))
+    for token in tokens:
+        logp = ours.step(token, cache)
+    assert cache.capacity > CACHE_BLOCK
+    recomputed, _ = ours.start(text, speaker, np.array(tokens))
+    assert np.abs(recomputed - logp).max() <= TOLERANCE
+
+
+def test_state_dict_mismatch_is_named(setup) -> None:
+    config, model, _ = setup
+    state = dict(model.state_dict())
+    state.pop("llm_decoder.bias")
+    state["llm.after_norm.weight"] = torch.ones(3)
+    with pytest.raises(ValueError, match=r"missing: llm_decoder.bias.*shape mismatch: llm.after_norm.weight"):
+        part.load_module(state, config)
+
+
+def test_int8_graphs_run_and_report_quality(setup) -> None:
+    config, _, graphs = setup
+    quantized = part.quantize_graphs(graphs, "int8")
+    ops = {node.op_type for node in quantized["llm_decode"].graph.node}
+    assert "MatMulNBits" in ops
+    report = part.quality_report(graphs, quantized, config, steps=6)
+    assert report["positions"] == 7
+    assert 0.0 <= report["top1_agreement"] <= 1.0
+    assert 0.0 <= report["mean_kl"] < 0.5
+
+
+class _Draws:
+    """Stands in for np.random.Generator: hands out fixed uniforms."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = list(values)
+
+    def random(self) -> float:
+        return self.values.pop(0)
+
+
+class _InverseCdfMultinomial:
+    """Replaces torch.Tensor.multinomial: records the candidate probabilities, draws with fixed uniforms."""
+
+    def __init__(self, uniforms: list[float]) -> None:
+        self.uniforms = list(uniforms)
+        self.candidates: list[np.ndarray] = []
+
+    def __call__(self, probs: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        self.candidates.append(probs.numpy().copy())
+        return torch.tensor([draw(probs.numpy(), self.uniforms.pop(0))])
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(torch.Tensor, "multinomial", lambda probs, *args, **kwargs: self(probs))
+
+
+def test_sampling_matches_upstream_rule_on_fixed_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's ras_sampling, its multinomial replaced by the same inverse-CDF draw as ours."""
+    params = LLMParams()
+    rng = np.random.default_rng(0)
+    generator = torch.Generator().manual_seed(0)
+    redrawn = 0
+    for trial in range(60):
+        logits = torch.randn(params.speech_token_size + 1, generator=generator) * (1 + trial % 4)
+        logp = torch.log_softmax(logits, dim=0)
+        likely = torch.topk(logp, 5).indices.numpy()
+        decoded = [int(t) for t in rng.choice(likely, rng.integers(0, 4))]  # repeats happen
+        uniforms = [float(u) for u in rng.random(2)]
+        upstream = _InverseCdfMultinomial(uniforms)
+        upstream.install(monkeypatch)
+        expected = int(upstream_common.ras_sampling(logp.clone(), decoded, 25))
+        monkeypatch.undo()
+        redrawn += len(upstream.candidates) == 2
+        _, weights = nucleus(torch.softmax(logp, 0).numpy(), params.top_p, params.top_k)
+        np.testing.assert_allclose(weights, upstream.candidates[0], rtol=1e-6)
+        assert ras_sample(logp.numpy(), decoded, _Draws(uniforms), params) == expected  # type: ignore[arg-type]
+    assert redrawn > 5  # the repetition branch was exercised

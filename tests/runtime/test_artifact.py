@@ -1,0 +1,78 @@
+"""The exported tiny artifact: layout, manifest round trip, opening from disk and memory, refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from function.artifact import Artifact, Manifest
+from function.contract import CORE_GRAPHS, GRAPHS, WEIGHT_ALIGNMENT
+from function.errors import ArtifactError
+from function.graphs import Graph
+
+
+def test_no_torch_in_runtime_tests() -> None:
+    assert "torch" not in sys.modules
+
+
+def test_layout_and_manifest_round_trip(tiny_artifact: Path) -> None:
+    artifact = Artifact.open(tiny_artifact, verify_hashes=True)
+    manifest = artifact.manifest
+    assert Manifest.from_dict(json.loads(manifest.dumps())) == manifest
+    assert {spec.name for spec in CORE_GRAPHS} <= set(manifest.graphs)
+    assert len(manifest.speakers) == 7 and all(len(e) == 192 for e in manifest.speakers.values())
+    assert manifest.weights.size == (tiny_artifact / "weights.bin").stat().st_size
+    for name, entry in manifest.graphs.items():
+        assert [s.name for s in entry.inputs] == GRAPHS[name].input_names
+        assert [s.name for s in entry.outputs] == GRAPHS[name].output_names
+
+
+def test_every_external_tensor_is_aligned(tiny_artifact: Path) -> None:
+    manifest = Artifact.open(tiny_artifact).manifest
+    for entry in manifest.graphs.values():
+        if not entry.external_weights:
+            continue
+        model = onnx.load(str(tiny_artifact / entry.file), load_external_data=False)
+        for tensor in model.graph.initializer:
+            for item in tensor.external_data:
+                if item.key == "offset":
+                    assert int(item.value) % WEIGHT_ALIGNMENT == 0
+
+
+def test_memory_and_disk_sessions_agree(tiny_artifact: Path) -> None:
+    on_disk = Artifact.open(tiny_artifact)
+    files = {path.name: path.read_bytes() for path in tiny_artifact.iterdir()}
+    in_memory = Artifact.from_files(files)
+    mel = np.random.default_rng(0).standard_normal((1, 80, 20), dtype=np.float32)
+    outputs = [Graph.load(a, "hift_f0", threads=1).run(mel=mel)["f0"] for a in (on_disk, in_memory)]
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+
+
+def test_truncated_weights_are_refused(tiny_artifact: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "artifact"
+    shutil.copytree(tiny_artifact, copy)
+    with (copy / "weights.bin").open("r+b") as handle:
+        handle.truncate(1000)
+    with pytest.raises(ArtifactError, match="truncated"):
+        Artifact.open(copy)
+
+
+def test_wrong_format_version_is_refused(tiny_artifact: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "artifact"
+    shutil.copytree(tiny_artifact, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["format_version"] = 999
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="format version 999"):
+        Artifact.open(copy)
+
+
+def test_not_an_artifact(tmp_path: Path) -> None:
+    with pytest.raises(ArtifactError, match="manifest.json is missing"):
+        Artifact.open(tmp_path)
