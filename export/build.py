@@ -72,6 +72,8 @@ class ExportSummary:
 
 
 def _progress(step: int, total: int, label: str, started: float) -> None:
+    if not sys.stderr.isatty():  # a bar redrawn with \r is noise in logs and captured output
+        return
     width = 24
     filled = int(width * step / total)
     bar = "#" * filled + "-" * (width - filled)
@@ -149,6 +151,8 @@ def export_model(
     if options.llm_weights not in LLM_WEIGHT_MODES:
         raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
     started = time.monotonic()
+    if out_dir.exists() and not force:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
     check_model_dir(model_dir)
     config: ModelConfig = load_config(model_dir)
     tokenizer_path = find_asset(TOKENIZER_ASSET, model_dir)

@@ -34,7 +34,10 @@ class _Ref(str):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    # Own tables: other libraries register "!"-prefixed multi-constructors on SafeLoader (cfn-lint does),
+    # and the first matching prefix would win over ours.
+    yaml_constructors = dict(yaml.SafeLoader.yaml_constructors)
+    yaml_multi_constructors: dict = {}
 
 
 def _tagged(loader: _Loader, suffix: str, node: yaml.Node) -> Any:
