@@ -28,9 +28,14 @@ $(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
 	$(BIN)/pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
 	$(BIN)/python -m export.assets extract $(CACHE)/sdist $(ASSETS)
 
+# The demo model's weights are random: the pipeline is real, the audio is noise.
 demo: setup
+	rm -rf $(DEMO)
 	$(BIN)/python -m export fake --size tiny $(DEMO)/model
-	$(BIN)/python -m export $(DEMO)/model $(DEMO)/artifact --force
+	$(BIN)/python -m export $(DEMO)/model $(DEMO)/artifact
+	# An API Gateway (HTTP API) event through the real Lambda runtime client, INIT included.
+	$(BIN)/python -m function invoke events/http-api-tts.json --artifacts $(DEMO)/artifact --save $(DEMO)/hello.wav
+	@echo "wrote $(DEMO)/hello.wav (random weights: expect noise)"
 
 test: setup
 	$(BIN)/python -m pytest -q

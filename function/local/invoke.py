@@ -11,6 +11,7 @@ stdout gets the handler's response (one JSON document per line); stderr the runt
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import json
 import os
@@ -162,19 +163,67 @@ def _sleep_then_empty(seconds: float) -> Any:
     raise queue.Empty
 
 
-def _print_response(invocation: Invocation) -> None:
+def _print_response(invocation: Invocation, save: Path | None = None) -> None:
     if not invocation.ok:
         print(f"invocation failed ({invocation.error_type})", file=sys.stderr)
-    print(invocation.body.decode(), flush=True)
+    if save is None:
+        print(invocation.body.decode(), flush=True)
+        return
+    reply = json.loads(invocation.body)
+    audio = _reply_audio(reply)
+    if audio is None:
+        print(invocation.body.decode(), flush=True)
+        return
+    save.write_bytes(audio)
+    summary = {k: v for k, v in reply.items() if k not in ("body", "audio")}
+    print(json.dumps({**summary, "saved": str(save), "bytes": len(audio)}), flush=True)
+
+
+PHASE_LABELS = {
+    "process": "interpreter, runtime client, web stack (FastAPI)",
+    "runtime_import": "runtime imports (onnxruntime, numpy, app)",
+    "artifact_fetch": "artifact open (mmap) or S3 read",
+    "session_creation": "onnxruntime sessions",
+    "warm_up": "warm-up synthesis",
+    "ready": "ready (since process start)",
+    "restore": "after-restore hooks",
+}
+
+
+def startup_table(phases_ms: Mapping[str, float]) -> str:
+    """The INIT phases as a small table, the way the startup log record reports them."""
+    rows = ["# startup phase                                              ms"]
+    rows += [f"#   {PHASE_LABELS.get(name, name):<52} {ms:8.1f}" for name, ms in phases_ms.items()]
+    return "\n".join(rows)
+
+
+def _reply_audio(reply: Any) -> bytes | None:
+    """The audio in an API Gateway-style reply (body, base64 when binary) or a direct-invoke reply."""
+    if not isinstance(reply, dict):
+        return None
+    if reply.get("statusCode") == 200 and isinstance(reply.get("body"), str):
+        body = reply["body"]
+        return base64.b64decode(body) if reply.get("isBase64Encoded") else body.encode()
+    if isinstance(reply.get("audio"), str):
+        return base64.b64decode(reply["audio"])
+    return None
 
 
 def run(
-    event: bytes, env: dict[str, str], snapstart: bool, clones: int, repeat: int, handler: str = HANDLER
+    event: bytes,
+    env: dict[str, str],
+    snapstart: bool,
+    clones: int,
+    repeat: int,
+    handler: str = HANDLER,
+    save: Path | None = None,
 ) -> int:
     echo = lambda line: print(line, file=sys.stderr)  # noqa: E731 - a one-line sink
     with LocalLambda(env, snapstart=snapstart, clones=clones, handler=handler, echo=echo) as runtime:
         init = runtime.wait_init()
         print(f"# INIT {init * 1000:.0f} ms", file=sys.stderr)
+        for record in runtime.log_records("init")[-1:]:
+            print(startup_table(record.get("phases_ms", {})), file=sys.stderr)
         ok = True
         for clone in range(max(1, clones) if snapstart else 1):
             if snapstart:
@@ -187,7 +236,7 @@ def run(
                 ok = ok and invocation.ok
                 label = "first response" if attempt == 0 else "warm call"
                 print(f"# {label} {invocation.seconds * 1000:.1f} ms", file=sys.stderr)
-                _print_response(invocation)
+                _print_response(invocation, save)
             if clones:
                 runtime.park()
         return 0 if ok else 1
@@ -229,6 +278,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="invocations per environment")
     parser.add_argument("--measure", action="store_true", help="cold start vs restored clone vs warm call")
     parser.add_argument("--handler", default=HANDLER, help=f"MODULE.FUNCTION (default {HANDLER})")
+    parser.add_argument("--save", type=Path, help="write the reply's audio to this file instead of printing it")
     parser.set_defaults(run=main)
 
 
@@ -244,7 +294,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(results))
         return 0
     clones = args.clones if args.snapstart else 0
-    return run(event, env, args.snapstart, clones, max(1, args.repeat), args.handler)
+    return run(event, env, args.snapstart, clones, max(1, args.repeat), args.handler, args.save)
 
 
 __all__ = ["LocalLambda", "RuntimeFailed", "measure", "register", "run"]
