@@ -1,6 +1,7 @@
 """whisper's tokenizer vocabulary and mel filters, located without importing whisper (which imports torch).
 
-Looked for, in order: the model directory, $COSYVOICE_WHISPER_ASSETS, an installed `whisper` package.
+Looked for, in order: the model directory, $COSYVOICE_WHISPER_ASSETS, an installed `whisper` package,
+and the checkout's .cache/whisper-assets (where `make setup` puts them).
 `python -m export.assets extract SDIST_DIR DEST` pulls them out of the openai-whisper source archive
 (the Makefile downloads it from PyPI once).
 """
@@ -27,6 +28,7 @@ def find_asset(name: str, model_dir: Path | None = None) -> Path:
     spec = importlib.util.find_spec("whisper")
     if spec is not None and spec.origin:
         candidates.append(Path(spec.origin).parent / "assets" / name)
+    candidates.append(Path(__file__).resolve().parents[1] / ".cache" / "whisper-assets" / name)
     for path in candidates:
         if path.is_file():
             return path

@@ -1,17 +1,20 @@
 """The pipeline: text → speech tokens (LLM) → mel (flow) → waveform (vocoder), as a stream of chunks.
 
 Requests flow one way: options → voice (who speaks) → text segments → chunks. Randomness is per request:
-one seed spawns independent generators for the LLM's sampling, the flow's noise and the vocoder's source,
-so a seed pins the whole result and streaming does not change which tokens are drawn.
+one seed spawns, for each text segment, independent generators for the LLM's sampling, the flow's noise and
+the vocoder's source, so a seed pins the whole result and streaming does not change which tokens are drawn.
 
 Streaming. The LLM yields tokens one by one; every time enough have arrived for the next chunk (25 tokens,
 then 50, then 100: ~0.5 s of audio before the first chunk instead of upstream's 120 tokens), the chunk's
-tokens go through the flow together with `TOKEN_CONTEXT` tokens before it and `TOKEN_LOOKAHEAD` after it,
-with the flow noise taken from one request-wide noise field by absolute frame, so overlapping frames of
+tokens go through the flow together with at least `TOKEN_CONTEXT` tokens before it and `TOKEN_LOOKAHEAD`
+after it. Each window covers exactly its share of the utterance's mel frames and starts on an even frame
+near a token boundary, so the estimator's stride-2 U-Net sees the frame grid of a whole-utterance run;
+the flow noise comes from a segment-wide noise field by absolute frame, so overlapping frames of
 neighbouring chunks start from the same noise. The vocoder runs on the chunk's mel plus a few frames of
-left context (whose harmonic source is reused exactly) and right look-ahead; its harmonic phase carries
-across chunks. Each stage computes a little past the chunk end and cross-fades that provisional tail
-into the next chunk's head, so seams neither click nor repeat.
+left context (whose harmonic source is reused exactly) and right look-ahead covering its receptive field;
+its harmonic phase carries across chunks and its source noise is indexed by absolute sample like the
+flow's. Each stage computes a little past the chunk end and cross-fades the start of that provisional
+tail into the next chunk's head, so seams neither click nor repeat.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ if TYPE_CHECKING:
 
 ENDOFPROMPT = "<|endofprompt|>"
 CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
-TOKEN_CONTEXT = 20  # tokens before a chunk the flow also sees
+TOKEN_CONTEXT = 20  # tokens before a chunk the flow also sees (at least)
 TOKEN_LOOKAHEAD = 10  # tokens after a chunk the flow waits for (and computes provisionally)
-MEL_FADE = 8  # mel frames cross-faded between neighbouring flow windows
+MEL_FADE = 8  # provisional mel frames of a window cross-faded into the next window's head
+AUDIO_FADE = 4  # provisional audio frames cross-faded; the rest of the look-ahead is only context
+ALIGN_SEARCH = 8  # extra context tokens a window may take to start on a well-aligned frame
 VOCODER_CONTEXT = 8  # mel frames of left context for the vocoder
-VOCODER_LOOKAHEAD = 6  # provisional mel frames past the chunk end the vocoder sees
-NOISE_BLOCK = 256  # flow noise is drawn in blocks of frames, so chunking does not change it
+VOCODER_LOOKAHEAD = 14  # provisional mel frames past the chunk end the vocoder sees (its receptive field)
+NOISE_BLOCK = 256  # noise is drawn in blocks of rows (frames, samples), so chunking does not change it
 
 
 @dataclass(frozen=True)
@@ -56,18 +61,20 @@ class Voice:
 
 
 class _NoiseField:
-    """Request-wide standard-normal noise indexed by absolute mel frame, drawn in fixed blocks."""
+    """Standard-normal noise rows [position, width] indexed by absolute position, drawn in fixed blocks:
+    the values at a position do not depend on how the positions were asked for."""
 
-    def __init__(self, rng: np.random.Generator, n_mels: int) -> None:
+    def __init__(self, rng: np.random.Generator, width: int, block: int) -> None:
         self._rng = rng
-        self._n_mels = n_mels
-        self._noise = np.zeros((n_mels, 0), dtype=np.float32)
+        self._width = width
+        self._block = block
+        self._noise = np.zeros((0, width), dtype=np.float32)
 
-    def frames(self, start: int, stop: int) -> np.ndarray:
-        while self._noise.shape[1] < stop:
-            block = self._rng.standard_normal((self._n_mels, NOISE_BLOCK), dtype=np.float32)
-            self._noise = np.concatenate([self._noise, block], axis=1)
-        return self._noise[:, start:stop]
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        while self._noise.shape[0] < stop:
+            block = self._rng.standard_normal((self._block, self._width), dtype=np.float32)
+            self._noise = np.concatenate([self._noise, block])
+        return self._noise[start:stop]
 
 
 def _fade(previous_tail: np.ndarray, head: np.ndarray) -> np.ndarray:
@@ -87,36 +94,51 @@ class _SegmentStream:
     def __init__(self, engine: Engine, voice: Voice, rngs: tuple[np.random.Generator, ...]) -> None:
         self.engine = engine
         self.voice = voice
-        self.flow_noise = _NoiseField(rngs[1], engine.flow.params.n_mels)
         self.prompt_noise = rngs[1].standard_normal((1, engine.flow.params.n_mels, voice.prompt_mel.shape[1]),
                                                     dtype=np.float32)
-        self.vocoder_rng = rngs[2]
+        self.flow_noise = _NoiseField(rngs[1], engine.flow.params.n_mels, NOISE_BLOCK)
+        hop = engine.vocoder.params.upsample_factor
+        self.source_noise = _NoiseField(rngs[2], engine.vocoder.n_sines, NOISE_BLOCK * hop)
         self.frames_per_token = engine.vocoder.params.sample_rate / engine.vocoder.params.upsample_factor / (
             engine.flow.params.input_frame_rate
         )
         self.mel_tail = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
         self.mel_history = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
         self.source_history = np.zeros((1, 0, engine.vocoder.params.nb_harmonics + 1), dtype=np.float32)
-        self.source_state = SourceState.initial(engine.vocoder.params.nb_harmonics, self.vocoder_rng)
+        self.source_state = SourceState.initial(engine.vocoder.params.nb_harmonics, rngs[2])
         self.audio_tail = np.zeros(0, dtype=np.float32)
+        self.emitted_frames = 0  # final mel frames turned into audio so far
 
     def frame(self, token_index: int) -> int:
+        """First mel frame of a token (the whole utterance's frames, rounded down like upstream)."""
         return int(token_index * self.frames_per_token)
+
+    def window_start(self, start: int) -> int:
+        """First token the flow sees for a chunk starting at `start`: at least TOKEN_CONTEXT earlier, on an
+        even frame (the estimator's stride-2 U-Net then samples the frames a whole-utterance run samples;
+        an odd start changes every output frame), and as close as possible to a token boundary."""
+        latest = max(0, start - TOKEN_CONTEXT)
+        candidates = [a for a in range(max(0, latest - ALIGN_SEARCH), latest + 1) if self.frame(a) % 2 == 0]
+        return min(candidates, key=lambda a: (a * self.frames_per_token - self.frame(a), -a))
 
     def mel(self, tokens: np.ndarray, start: int, end: int, final: bool) -> np.ndarray:
         """Final mel frames for tokens [start, end); keeps the provisional frames after them."""
         n = tokens.shape[1]
-        a = max(0, start - TOKEN_CONTEXT)
+        a = self.window_start(start)
         b = n if final else min(n, end + TOKEN_LOOKAHEAD)
-        window_frames = self.engine.flow.mel_frames(b - a)
-        fa = self.frame(a)
-        noise = np.concatenate([self.prompt_noise, self.flow_noise.frames(fa, fa + window_frames)[None]], axis=2)
+        fa, fb = self.frame(a), self.frame(b)
+        noise = np.concatenate([self.prompt_noise, self.flow_noise.rows(fa, fb).T[None]], axis=2)
         mel = self.engine.flow(
-            tokens[:, a:b], self.voice.flow_prompt_tokens, self.voice.prompt_mel, self.voice.flow_embedding, noise
+            tokens[:, a:b],
+            self.voice.flow_prompt_tokens,
+            self.voice.prompt_mel,
+            self.voice.flow_embedding,
+            noise,
+            frames=fb - fa,
         )
         first = min(self.frame(start) - fa, mel.shape[2])
         last = mel.shape[2] if final else min(self.frame(end) - fa, mel.shape[2])
-        chunk = _fade(self.mel_tail, mel[:, :, first:last])
+        chunk = _fade(self.mel_tail[:, :, :MEL_FADE], mel[:, :, first:last])
         self.mel_tail = mel[:, :, last:]
         return chunk
 
@@ -130,18 +152,21 @@ class _SegmentStream:
         f0 = vocoder.f0(window)
         n_context, n_new = context.shape[2], mel.shape[2]
         source_context = self.source_history[:, self.source_history.shape[1] - n_context * hop :, :]
-        source_new = vocoder.sine_waves(f0[:, n_context : n_context + n_new], self.vocoder_rng, self.source_state)
-        source_ahead = vocoder.sine_waves(
-            f0[:, n_context + n_new :], self.vocoder_rng, self.source_state.copy()
-        )
+        n_ahead = window.shape[2] - n_context - n_new
+        first, ahead = self.emitted_frames * hop, (self.emitted_frames + n_new) * hop
+        noise_new = self.source_noise.rows(first, ahead)[None]
+        noise_ahead = self.source_noise.rows(ahead, ahead + n_ahead * hop)[None]
+        source_new = vocoder.sine_waves(f0[:, n_context : n_context + n_new], noise_new, self.source_state)
+        source_ahead = vocoder.sine_waves(f0[:, n_context + n_new :], noise_ahead, self.source_state.copy())
         source = np.concatenate([source_context, source_new, source_ahead], axis=1)
         wave = vocoder.generate(window, source)
-        emitted = _fade(self.audio_tail, wave[n_context * hop : (n_context + n_new) * hop])
+        emitted = _fade(self.audio_tail[: AUDIO_FADE * hop], wave[n_context * hop : (n_context + n_new) * hop])
         self.audio_tail = wave[(n_context + n_new) * hop :]
         self.mel_history = np.concatenate([self.mel_history, mel], axis=2)[:, :, -VOCODER_CONTEXT:]
         self.source_history = np.concatenate([self.source_history, source_new], axis=1)[
             :, -VOCODER_CONTEXT * hop :, :
         ]
+        self.emitted_frames += n_new
         return emitted
 
     def chunks(self, tokens: np.ndarray, start: int, end: int, final: bool) -> np.ndarray:
@@ -198,9 +223,8 @@ class Engine:
         """Fresh entropy for unseeded requests: call after a snapshot restore, so clones differ."""
         self._entropy = np.random.SeedSequence()
 
-    def _rngs(self, seed: int | None) -> tuple[np.random.Generator, ...]:
-        sequence = np.random.SeedSequence(seed) if seed is not None else self._entropy.spawn(1)[0]
-        return tuple(np.random.default_rng(child) for child in sequence.spawn(3))
+    def _seeds(self, seed: int | None) -> np.random.SeedSequence:
+        return np.random.SeedSequence(seed) if seed is not None else self._entropy.spawn(1)[0]
 
     def _tokens(self, text: str) -> np.ndarray:
         return np.asarray([self.tokenizer.encode(text)], dtype=np.int64).reshape(1, -1)
@@ -247,8 +271,11 @@ class Engine:
         segments = prepare_text(options.text, self.tokenizer)
         if not segments:
             raise InvalidRequest("text has nothing to speak (only punctuation or symbols)")
-        rngs = self._rngs(options.seed)
+        seeds = self._seeds(options.seed)
         for segment in segments:
+            # Fresh generators per segment (LLM, flow noise, vocoder source): what one segment draws
+            # cannot shift the next one's randomness, whatever the chunking.
+            rngs = tuple(np.random.default_rng(child) for child in seeds.spawn(3))
             yield from self._segment(segment, voice, rngs, options)
 
     def _segment(

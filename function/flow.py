@@ -50,14 +50,19 @@ class Flow:
         return rng.standard_normal((1, self.params.n_mels, n_frames), dtype=np.float32)
 
     def encode(
-        self, tokens: np.ndarray, prompt_tokens: np.ndarray, prompt_frames: int, speaker_embedding: np.ndarray
+        self,
+        tokens: np.ndarray,
+        prompt_tokens: np.ndarray,
+        prompt_frames: int,
+        speaker_embedding: np.ndarray,
+        frames: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """mu [1, n_mels, prompt_frames + mel_frames(new tokens)] and spks [1, n_mels]."""
+        """mu [1, n_mels, prompt_frames + frames] and spks [1, n_mels]; frames defaults to mel_frames(N)."""
         out = self.encoder.run(
             speech_tokens=np.concatenate([prompt_tokens, tokens], axis=1).astype(np.int64),
             prompt_token_len=np.array(prompt_tokens.shape[1], dtype=np.int64),
             prompt_mel_len=np.array(prompt_frames, dtype=np.int64),
-            mel_len=np.array(self.mel_frames(tokens.shape[1]), dtype=np.int64),
+            mel_len=np.array(self.mel_frames(tokens.shape[1]) if frames is None else frames, dtype=np.int64),
             speaker_embedding=np.ascontiguousarray(speaker_embedding, dtype=np.float32),
         )
         return out["mu"], out["spks"]
@@ -68,9 +73,13 @@ class Flow:
         prompt_tokens: np.ndarray,  # [1, P] int64, P may be 0
         prompt_mel: np.ndarray,  # [1, Tm, n_mels], Tm = 0 without a prompt
         speaker_embedding: np.ndarray,  # [1, spk_dim]
-        noise: np.ndarray,  # [1, n_mels, Tm + mel_frames(N)]
+        noise: np.ndarray,  # [1, n_mels, Tm + frames]
+        frames: int | None = None,  # mel frames for the new tokens; None: mel_frames(N)
     ) -> np.ndarray:
-        """Mel for the new tokens only: [1, n_mels, mel_frames(N)]."""
+        """Mel for the new tokens only: [1, n_mels, frames].
+
+        A stream window passes its exact share of the utterance's frames, which can be one more than
+        mel_frames(N) of its own tokens (both round down)."""
         n_mels = self.params.n_mels
         prompt_frames = prompt_mel.shape[1]
         if tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.shape[1] == 0:
@@ -79,11 +88,12 @@ class Flow:
             raise ValueError("flow: prompt tokens and prompt mel must both be given or both be empty")
         if prompt_mel.ndim != 3 or prompt_mel.shape[2] != n_mels:
             raise ValueError(f"flow: prompt_mel must be [1, frames, {n_mels}], got {prompt_mel.shape}")
-        total = prompt_frames + self.mel_frames(tokens.shape[1])
+        frames = self.mel_frames(tokens.shape[1]) if frames is None else frames
+        total = prompt_frames + frames
         if noise.shape != (1, n_mels, total):
             raise ValueError(f"flow: noise must be {(1, n_mels, total)}, got {noise.shape}")
 
-        mu, spks = self.encode(tokens, prompt_tokens, prompt_frames, speaker_embedding)
+        mu, spks = self.encode(tokens, prompt_tokens, prompt_frames, speaker_embedding, frames)
         cond = np.zeros((1, n_mels, total), dtype=np.float32)
         cond[:, :, :prompt_frames] = prompt_mel.transpose(0, 2, 1)
         mel = self._solve(noise.astype(np.float32), mu, spks, cond)

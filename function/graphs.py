@@ -36,6 +36,9 @@ def session_options(threads: int, prepack: bool) -> ort.SessionOptions:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
+    # Each session owns a thread pool; spinning workers of idle sessions (the pipeline alternates between
+    # six graphs) would steal the cores from the one that is running.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     return options
