@@ -17,6 +17,8 @@ import torch
 from export.assets import TOKENIZER_ASSET, find_asset
 from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
+from export.optimize import LEVEL_NAME as OPTIMIZATION
+from export.optimize import optimize_graph
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, sha256_of
 from function.contract import (
@@ -91,7 +93,9 @@ def _tensor_specs(values: list[onnx.ValueInfoProto]) -> tuple[TensorSpec, ...]:
     return tuple(specs)
 
 
-def _graph_entry(path: Path, spec: GraphSpec, external: bool, quantization: str) -> GraphEntry:
+def _graph_entry(
+    path: Path, spec: GraphSpec, external: bool, quantization: str, optimization: str = "none"
+) -> GraphEntry:
     name = spec.name
     model = onnx.load(str(path), load_external_data=False)
     initializers = {t.name for t in model.graph.initializer}
@@ -106,6 +110,7 @@ def _graph_entry(path: Path, spec: GraphSpec, external: bool, quantization: str)
         sha256=sha256_of(path),
         external_weights=external,
         quantization=quantization,
+        optimization=optimization,
     )
     expected = sorted(spec.input_names)
     if sorted(s.name for s in entry.inputs) != expected:
@@ -158,7 +163,7 @@ def export_model(
     tokenizer_path = find_asset(TOKENIZER_ASSET, model_dir)
     summary = ExportSummary(out_dir=out_dir)
     parts = (("llm", llm, config.llm), ("flow", flow, config.flow), ("hift", hift, config.hift))
-    total_steps = len(parts) * 2 + 2 + (1 if options.llm_weights != "fp32" else 0)
+    total_steps = len(parts) * 2 + 3 + (1 if options.llm_weights != "fp32" else 0)
     step = 0
     graphs: dict[str, onnx.ModelProto] = {}
     quantization: dict[str, str] = {}
@@ -186,12 +191,18 @@ def export_model(
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
+    for name in list(graphs):
+        graphs[name] = optimize_graph(graphs[name])
+    step += 1
+    progress(step, total_steps, "graphs optimised", started)
     with staging_directory(out_dir, force) as staging:
         store = write_graphs(staging, graphs)
         step += 1
         progress(step, total_steps, "weights written", started)
         entries = {
-            name: _graph_entry(staging / f"{name}.onnx", specs[name], True, quantization.get(name, "fp32"))
+            name: _graph_entry(
+                staging / f"{name}.onnx", specs[name], True, quantization.get(name, "fp32"), OPTIMIZATION
+            )
             for name in graphs
         }
         for spec in OPTIONAL_GRAPHS:

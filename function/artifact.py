@@ -124,6 +124,7 @@ class GraphEntry:
     sha256: str
     external_weights: bool  # False for graphs copied through self-contained (campplus, tokenizer)
     quantization: str = "fp32"  # fp32 graphs stay file-backed; quantised ones need prepacking
+    optimization: str = "none"  # "extended": onnxruntime's portable rewrites were applied at export
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -20,6 +20,7 @@ tail into the next chunk's head, so seams neither click nor repeat.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ import numpy as np
 from function.artifact import Artifact
 from function.errors import InvalidRequest, UnknownSpeaker
 from function.flow import Flow
+from function.graphs import available_cpus
 from function.frontend import TextTokenizer, normalize_text, prepare_text
 from function.llm import LLM
 from function.options import Mode, SynthesisOptions
@@ -199,17 +201,23 @@ class Engine:
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
+        """Create every session. They are built concurrently: session creation releases the GIL."""
         from function.prompt import PromptEncoder
 
-        prompt = PromptEncoder.load(artifact, threads) if PromptEncoder.available(artifact) else None
-        return cls(
-            artifact,
-            LLM.load(artifact, threads),
-            Flow.load(artifact, threads),
-            Vocoder.load(artifact, threads),
-            TextTokenizer.from_buffer(artifact.file(artifact.manifest.tokenizer.file)),
-            prompt,
-        )
+        with ThreadPoolExecutor(max_workers=available_cpus()) as pool:
+            flow = pool.submit(Flow.load, artifact, threads)  # the estimator is the slowest: first
+            llm = pool.submit(LLM.load, artifact, threads)
+            vocoder = pool.submit(Vocoder.load, artifact, threads)
+            tokenizer = pool.submit(TextTokenizer.from_buffer, artifact.file(artifact.manifest.tokenizer.file))
+            prompt = pool.submit(PromptEncoder.load, artifact, threads) if PromptEncoder.available(artifact) else None
+            return cls(
+                artifact,
+                llm.result(),
+                flow.result(),
+                vocoder.result(),
+                tokenizer.result(),
+                prompt.result() if prompt is not None else None,
+            )
 
     @property
     def sample_rate(self) -> int:
