@@ -24,7 +24,9 @@ def optimize_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model after onnxruntime's extended optimisations, with all its tensors in memory."""
     with tempfile.TemporaryDirectory(prefix="cosyvoice-optimize-") as tmp:
         source, target = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
-        onnx.save_model(model, str(source), save_as_external_data=True, location="in.bin",
+        staged = onnx.ModelProto()
+        staged.CopyFrom(model)  # saving with external data rewrites the proto it is given
+        onnx.save_model(staged, str(source), save_as_external_data=True, location="in.bin",
                         size_threshold=INLINE_LIMIT)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
