@@ -107,17 +107,19 @@ def worker(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argp
     return {"pid": os.getpid(), "hold": True}
 
 
-def _clone(backend: Any, request: dict[str, Any], report_w: int, release_r: int | None) -> int:
+def _clone(backend: Any, request: dict[str, Any], report_w: int, release: tuple[int, int] | None) -> int:
     """fork() a worker that answers one request, reports its fork → response time, then waits to be
-    released (reading `release_r` until the parent closes it) or exits at once."""
+    released (EOF on the `release` pipe, once the parent closes its write end) or exits at once."""
     forked_at = time.monotonic()
     pid = os.fork()
     if pid == 0:
+        if release is not None:
+            os.close(release[1])  # or the parent's close would never reach EOF here
         _respond(backend, request)
         line = json.dumps({"pid": os.getpid(), "fork_to_response": time.monotonic() - forked_at}) + "\n"
         os.write(report_w, line.encode())
-        if release_r is not None:
-            os.read(release_r, 1)
+        if release is not None:
+            os.read(release[0], 1)
         os._exit(0)
     return pid
 
@@ -128,18 +130,16 @@ def forks(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
     _respond(backend, workload["first"])  # INIT's warm-up: pages touched, caches filled before forking
     clock.mark("init")
     report_r, report_w = os.pipe()
-    release_r, release_w = os.pipe()
+    release = os.pipe()
     reports = os.fdopen(report_r)
     children: list[int] = []
     groups: dict[str, dict[str, Any]] = {}
     for count in (int(n) for n in args.workers.split(",")):  # grow the group: 1, then 2, then 4 workers
-        added = [
-            _clone(backend, workload["first"], report_w, release_r) for _ in range(count - len(children))
-        ]
+        added = [_clone(backend, workload["first"], report_w, release) for _ in range(count - len(children))]
         children += added
         answers = [json.loads(reports.readline()) for _ in added]
         groups[str(count)] = {"total_pss": total_pss([os.getpid(), *children]), "workers": answers}
-    os.close(release_w)
+    os.close(release[1])
     for pid in children:
         os.waitpid(pid, 0)
     return {"parent_pss": read_memory().pss, "groups": groups}

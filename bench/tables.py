@@ -68,7 +68,8 @@ def ratio(upstream: float | None, ours: float | None) -> str:
     """How many times more upstream takes (time, memory, RTF) than ours: > 1 means ours is better."""
     if upstream is None or ours is None or ours <= 0:
         return "–"
-    return f"{upstream / ours:.1f}×"
+    value = upstream / ours
+    return f"{value:.0f}×" if value >= 10 else f"{value:.1f}×" if value >= 1 else f"{value:.2f}×"
 
 
 def median(values: Sequence[float]) -> float | None:

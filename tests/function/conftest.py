@@ -1,8 +1,6 @@
 """Fixtures for the function's edges: a real uvicorn server, moto_server for S3, the local Lambda runtime.
 
-Everything runs the real engine on the session's tiny artifact (tests marked `engine`). While the engine
-was being written the edges were developed against tests/function/fake.py; COSYVOICE_TEST_FAKE_ENGINE=1
-still selects it.
+Everything runs the real engine on the session's tiny artifact (tests marked `engine`).
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
-FAKE = os.environ.get("COSYVOICE_TEST_FAKE_ENGINE") == "1"
-HANDLER = "tests.function.fake.lambda_handler" if FAKE else "function.handler.lambda_handler"
-CLI = [sys.executable, "-m", "tests.function.fake" if FAKE else "function"]
+HANDLER = "function.handler.lambda_handler"
+CLI = [sys.executable, "-m", "function"]
 SPEAKER = "英文女"  # one of the tiny model's built-in speakers (export/fake.py SFT_SPEAKERS)
 MAX_TEXT_CHARS = 120
 MAX_BODY_BYTES = 256 * 1024
@@ -73,10 +70,8 @@ def stop(process: subprocess.Popen[Any]) -> None:
 
 
 @pytest.fixture(scope="session")
-def artifact_location(request: pytest.FixtureRequest) -> str:
-    if FAKE:
-        return "fake"
-    return str(request.getfixturevalue("tiny_artifact"))
+def artifact_location(tiny_artifact: Path) -> str:
+    return str(tiny_artifact)
 
 
 @pytest.fixture(scope="session")

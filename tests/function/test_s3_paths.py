@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FAKE, SPEAKER
+from conftest import SPEAKER
 from test_lambda_runtime import DIRECT, local_lambda
 
 from function.loader import parse_s3_url, read_s3_artifact
@@ -42,7 +42,6 @@ def test_s3_urls_split_into_bucket_and_prefix() -> None:
     assert parse_s3_url("s3://models") == ("models", "")
 
 
-@pytest.mark.skipif(FAKE, reason="needs the real tiny artifact")
 def test_artifact_from_s3_matches_the_directory_and_serves(
     tiny_artifact: Path, s3: Any, bucket: str, s3_env: dict[str, str]
 ) -> None:
