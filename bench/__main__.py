@@ -17,8 +17,8 @@ def _parser() -> argparse.ArgumentParser:
         "--model", type=Path, default=FULL / "model", help="model directory (upstream's input)"
     )
     parser.add_argument("--artifact", type=Path, default=FULL / "artifact", help="our fp32 artifact")
-    parser.add_argument("--artifact-int8", type=Path, default=FULL / "artifact-int8")
-    parser.add_argument("--artifact-int4", type=Path, default=FULL / "artifact-int4")
+    parser.add_argument("--artifact-int8", type=Path, default=None, help="default: ARTIFACT-int8")
+    parser.add_argument("--artifact-int4", type=Path, default=None, help="default: ARTIFACT-int4")
     parser.add_argument("--results", type=Path, default=BenchConfig().results)
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per side (coldstart, lambda)")
     parser.add_argument("--speed-runs", type=int, default=1, help="runs per text in the speed command")
@@ -33,7 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     config = BenchConfig(
         model_dir=args.model,
-        artifacts={"fp32": args.artifact, "int8": args.artifact_int8, "int4": args.artifact_int4},
+        artifacts={
+            "fp32": args.artifact,
+            "int8": args.artifact_int8 or args.artifact.with_name(args.artifact.name + "-int8"),
+            "int4": args.artifact_int4 or args.artifact.with_name(args.artifact.name + "-int4"),
+        },
         results=args.results,
         runs=args.runs,
         threads=args.threads,

@@ -38,16 +38,9 @@ def _backend(args: argparse.Namespace, speaker: str, seed: int) -> Any:
     return UpstreamBackend(args.source, args.threads, speaker, seed)
 
 
-def _respond(backend: Any, request: dict[str, Any], stream: bool = False) -> tuple[int, float | None]:
-    """Run one request to the end: (samples, seconds until the first chunk)."""
-    start = time.monotonic()
-    first_chunk = None
-    samples = 0
-    for chunk in backend.stream(request, stream):
-        if first_chunk is None:
-            first_chunk = time.monotonic() - start
-        samples += int(chunk.size)
-    return samples, first_chunk
+def _respond(backend: Any, request: dict[str, Any]) -> int:
+    """Run one request (not streamed) to the end; the number of samples."""
+    return sum(int(chunk.size) for chunk in backend.stream(request, False))
 
 
 def coldstart(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
@@ -78,7 +71,7 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
         for _ in range(args.runs):
             times.reset()
             start = time.monotonic()
-            samples, _ = _respond(backend, workload["texts"][name])
+            samples = _respond(backend, workload["texts"][name])
             wall = time.monotonic() - start
             runs.append(
                 {

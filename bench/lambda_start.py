@@ -39,7 +39,7 @@ def upstream(config: BenchConfig) -> dict[str, float]:
     restored = config.child("upstream", "lambda", None, "--restore", threads=THREADS)
     return {
         "cold": fresh.since_spawn("first_response"),
-        "restore": restored.data["restore"]["response"],
+        "restore": restored.data["restore"]["fork_to_response"],
         "warm": fresh.phases["warm_call"],
     }
 

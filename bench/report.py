@@ -62,7 +62,7 @@ def chart(coldstart: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sides = (("upstream", "upstream (PyTorch)"), ("ours", "ours (onnxruntime)"))
-    figure, axes = plt.subplots(figsize=(9, 2.8))
+    figure, axes = plt.subplots(figsize=(9, 3.2))
     for row, (side, _) in enumerate(sides):
         runs = coldstart["data"]["runs"]["warm"][side]
         left = 0.0
@@ -75,7 +75,7 @@ def chart(coldstart: dict[str, Any], path: Path) -> None:
     axes.invert_yaxis()
     axes.set_xlabel("seconds from process start (median, page cache warm)")
     axes.set_title("Cold start to first response, CosyVoice-300M, same machine and weights")
-    axes.legend(loc="lower right", fontsize="small", ncols=len(CHART_PHASES))
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize="small", ncols=len(CHART_PHASES))
     axes.margins(x=0.12)
     figure.tight_layout()
     figure.savefig(path, dpi=120)

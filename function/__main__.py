@@ -11,6 +11,8 @@ import sys
 COMMANDS = (
     "function.local.serve",
     "function.local.invoke",
+    "function.cli_synth",
+    "function.cli_speakers",
 )
 
 

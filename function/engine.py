@@ -162,7 +162,9 @@ class _SegmentStream:
         source_ahead = vocoder.sine_waves(f0[:, n_context + n_new :], noise_ahead, self.source_state.copy())
         source = np.concatenate([source_context, source_new, source_ahead], axis=1)
         wave = vocoder.generate(window, source)
-        emitted = _fade(self.audio_tail[: AUDIO_FADE * hop], wave[n_context * hop : (n_context + n_new) * hop])
+        emitted = _fade(
+            self.audio_tail[: AUDIO_FADE * hop], wave[n_context * hop : (n_context + n_new) * hop]
+        )
         self.audio_tail = wave[(n_context + n_new) * hop :]
         self.mel_history = np.concatenate([self.mel_history, mel], axis=2)[:, :, -VOCODER_CONTEXT:]
         self.source_history = np.concatenate([self.source_history, source_new], axis=1)[

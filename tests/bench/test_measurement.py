@@ -131,15 +131,48 @@ def test_report_renders_the_phase_table_and_chart(tmp_path: Path) -> None:
     from bench import report
 
     def run(scale: float) -> dict[str, float]:
-        return {"imports": 0.1 * scale, "load": 0.2 * scale, "sessions": 0.1 * scale, "warm_up": 0.3 * scale,
-                "first_response": 0.5 * scale}
+        return {
+            "imports": 0.1 * scale,
+            "load": 0.2 * scale,
+            "sessions": 0.1 * scale,
+            "warm_up": 0.3 * scale,
+            "first_response": 0.5 * scale,
+        }
 
     runs = {"ours": [run(1.0)], "upstream": [run(20.0)]}
-    result = {"command": "python -m bench coldstart", "finished": "now",
-              "machine": {"cpu": "cpu", "cpus": 2, "memory_bytes": 2**32, "python": "3", "torch": "t",
-                          "onnxruntime": "o"},
-              "tables": [], "data": {"runs": {"warm": runs, "cold": runs}}}
+    result = {
+        "command": "python -m bench coldstart",
+        "finished": "now",
+        "machine": {
+            "cpu": "cpu",
+            "cpus": 2,
+            "memory_bytes": 2**32,
+            "python": "3",
+            "torch": "t",
+            "onnxruntime": "o",
+        },
+        "tables": [],
+        "data": {"runs": {"warm": runs, "cold": runs}},
+    }
     (tmp_path / "coldstart.json").write_text(json.dumps(result))
     summary = report.run(tmp_path).read_text()
     assert "service ready" in summary and "20.0×" in summary
     assert (tmp_path / "phases.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_fresh_process_reports_every_phase_on_the_tiny_artifact(
+    tiny_artifact: Path, tmp_path: Path
+) -> None:
+    from bench.coldstart import summarize_run
+    from bench.config import BenchConfig
+
+    config = BenchConfig(artifacts={"fp32": tiny_artifact}, results=tmp_path, threads=1)
+    config.workload()
+    result = config.child("ours", "coldstart")
+    names = [name for name, _ in result.data["clock"]["marks"]]
+    assert names == ["interpreter", "imports", "load", "sessions", "warm_up", "first_chunk", "response"]
+    summary = summarize_run(result)
+    assert all(summary[key] > 0 for key in ("imports", "sessions", "ready", "first_response", "total"))
+    assert summary["ready"] < summary["total"]
+    assert summary["peak_rss"] >= summary["final_anonymous"] + summary["final_file_backed"] > 0
+    assert summary["audio_seconds"] > 0

@@ -72,12 +72,13 @@ def prompt_wav() -> bytes:
 
 
 def mode_options(mode: str, prompt_wav: bytes) -> dict[str, Any]:
-    return {
+    modes: dict[str, dict[str, Any]] = {
         "sft": {"speaker": SPEAKER},
         "instruct": {"speaker": SPEAKER, "instruct": "A calm, low voice."},
         "zero_shot": {"prompt_audio": prompt_wav, "prompt_text": "This is the voice to clone."},
         "cross_lingual": {"prompt_audio": prompt_wav},
-    }[mode]
+    }
+    return modes[mode]
 
 
 class GenerateSpy:
@@ -159,11 +160,13 @@ def shift_later_chunks(monkeypatch: pytest.MonkeyPatch, samples: int = 32) -> No
     monkeypatch.setattr(engine_module._SegmentStream, "audio", shifted)
 
 
-# --- modes, tokens, lengths, seeds ----------------------------------------------------------------------------
+# --- modes, tokens, lengths, seeds ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["sft", "instruct", "zero_shot", "cross_lingual"])
-def test_every_mode_streamed_and_whole(engine: Engine, spy: GenerateSpy, prompt_wav: bytes, mode: str) -> None:
+def test_every_mode_streamed_and_whole(
+    engine: Engine, spy: GenerateSpy, prompt_wav: bytes, mode: str
+) -> None:
     options = {"text": TEXT, "seed": 5, **mode_options(mode, prompt_wav)}
     whole, whole_tokens = run(engine, spy, **options)
     streamed, streamed_tokens = run(engine, spy, stream=True, **options)
@@ -191,7 +194,7 @@ def test_seed_reproduces_bit_exactly_and_different_seeds_differ(engine: Engine, 
     assert len(unseeded) != len(audio(None)) or not np.array_equal(unseeded, audio(None))
 
 
-# --- streaming: agreement, seams, latency --------------------------------------------------------------------
+# --- streaming: agreement, seams, latency --------------------------------------------------------------
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -215,7 +218,8 @@ def test_agreement_check_fails_on_broken_seams(
         shift_later_chunks(monkeypatch)
     else:  # context taken blindly TOKEN_CONTEXT back, as before windows were aligned to even frames
         monkeypatch.setattr(
-            engine_module._SegmentStream, "window_start",
+            engine_module._SegmentStream,
+            "window_start",
             lambda self, start: max(0, start - engine_module.TOKEN_CONTEXT),
         )
     chunks, _ = run(engine, spy, text=TEXT, speaker=SPEAKER, seed=1, stream=True)
@@ -318,49 +322,70 @@ def test_long_text_gives_audio_for_every_segment(
 # --- bad input --------------------------------------------------------------------------------------------
 
 
-def _silence() -> bytes:
-    return wav_bytes(np.zeros(32000, dtype=np.float32))
-
-
+SHORT_PROMPT = wav_bytes(voiced_audio(0.5))
+LONG_PROMPT = wav_bytes(voiced_audio(31.0, rate=8000), rate=8000)
+SILENT_PROMPT = wav_bytes(np.zeros(32000, dtype=np.float32))
 BAD_REQUESTS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("empty text", {"text": "", "speaker": SPEAKER}, InvalidRequest, "text is empty"),
     ("whitespace text", {"text": " \n\t ", "speaker": SPEAKER}, InvalidRequest, "text is empty"),
     ("punctuation only", {"text": "?!…", "speaker": SPEAKER}, InvalidRequest, "nothing to speak"),
     ("unknown speaker", {"text": SHORT, "speaker": "nobody"}, UnknownSpeaker, "known speakers: "),
-    ("prompt not audio", {"text": SHORT, "prompt_audio": b"RIFF but not really a wav"}, InvalidPromptAudio,
-     "could not be decoded"),
-    ("prompt under 1 s", {"text": SHORT, "prompt_audio": "short"}, InvalidPromptAudio, "between 1 and 30 s"),
-    ("prompt over 30 s", {"text": SHORT, "prompt_audio": "long"}, InvalidPromptAudio, "at most 30 s"),
-    ("prompt silent", {"text": SHORT, "prompt_audio": "silent"}, InvalidPromptAudio, "silent"),
-    ("prompt_text alone", {"text": SHORT, "speaker": SPEAKER, "prompt_text": "hello"}, InvalidRequest,
-     "prompt_text was given without prompt_audio"),
-    ("speed too low", {"text": SHORT, "speaker": SPEAKER, "speed": 0.4}, InvalidRequest, "speed must be between"),
-    ("speed too high", {"text": SHORT, "speaker": SPEAKER, "speed": 2.5}, InvalidRequest, "speed must be between"),
-    ("unknown format", {"text": SHORT, "speaker": SPEAKER, "format": "aiff"}, UnsupportedFormat,
-     "choose one of wav, flac, ogg, mp3, pcm"),
+    (
+        "prompt not audio",
+        {"text": SHORT, "prompt_audio": b"RIFF but not really a wav"},
+        InvalidPromptAudio,
+        "could not be decoded",
+    ),
+    (
+        "prompt under 1 s",
+        {"text": SHORT, "prompt_audio": SHORT_PROMPT},
+        InvalidPromptAudio,
+        "between 1 and 30 s",
+    ),
+    ("prompt over 30 s", {"text": SHORT, "prompt_audio": LONG_PROMPT}, InvalidPromptAudio, "at most 30 s"),
+    ("prompt silent", {"text": SHORT, "prompt_audio": SILENT_PROMPT}, InvalidPromptAudio, "silent"),
+    (
+        "prompt_text alone",
+        {"text": SHORT, "speaker": SPEAKER, "prompt_text": "hello"},
+        InvalidRequest,
+        "prompt_text was given without prompt_audio",
+    ),
+    (
+        "speed too low",
+        {"text": SHORT, "speaker": SPEAKER, "speed": 0.4},
+        InvalidRequest,
+        "speed must be between",
+    ),
+    (
+        "speed too high",
+        {"text": SHORT, "speaker": SPEAKER, "speed": 2.5},
+        InvalidRequest,
+        "speed must be between",
+    ),
+    (
+        "unknown format",
+        {"text": SHORT, "speaker": SPEAKER, "format": "aiff"},
+        UnsupportedFormat,
+        "choose one of wav, flac, ogg, mp3, pcm",
+    ),
 ]
-PROMPTS = {
-    "short": lambda: wav_bytes(voiced_audio(0.5)),
-    "long": lambda: wav_bytes(voiced_audio(31.0, rate=8000)),
-    "silent": _silence,
-}
 
 
-@pytest.mark.parametrize(("options", "error", "message"), [case[1:] for case in BAD_REQUESTS],
-                         ids=[case[0] for case in BAD_REQUESTS])
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
 @pytest.mark.parametrize("stream", [False, True])
 def test_bad_input_raises_a_typed_error_and_the_engine_keeps_serving(
     engine: Engine, options: dict[str, Any], error: type[Exception], message: str, stream: bool
 ) -> None:
     good = SynthesisOptions(text=SHORT, speaker=SPEAKER, seed=8, stream=stream)
     before = engine.synthesize(good)
-    prompt = options.get("prompt_audio")
-    if isinstance(prompt, str):
-        options = {**options, "prompt_audio": PROMPTS[prompt]()}
     with pytest.raises(error, match=message) as raised:
         engine.synthesize(SynthesisOptions(stream=stream, **options))
     if error is UnknownSpeaker:
-        assert all(name in raised.value.message for name in engine.speakers)
+        assert all(name in str(raised.value) for name in engine.speakers)
     assert np.array_equal(engine.synthesize(good), before)
 
 
