@@ -37,11 +37,11 @@ demo: setup
 	$(BIN)/python -m function invoke events/http-api-tts.json --artifacts $(DEMO)/artifact --save $(DEMO)/hello.wav
 	@echo "wrote $(DEMO)/hello.wav (random weights: expect noise)"
 
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest -q
 
 lint: setup
-	$(BIN)/ruff check function export tests bench
+	$(BIN)/ruff check function export infra tests bench
 	$(BIN)/mypy function
 
 clean:

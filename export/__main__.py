@@ -12,26 +12,41 @@ python -m export MODEL_DIR OUT_DIR [--llm-weights fp32|int8|int4] [--force]
 
 
 def _export_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m export", usage=USAGE,
-                                     description="Export a CosyVoice-300M model directory to an ONNX artifact.")
-    parser.add_argument("model_dir", type=Path, help="directory with cosyvoice.yaml, llm.pt, flow.pt, hift.pt, ...")
+    parser = argparse.ArgumentParser(
+        prog="python -m export",
+        usage=USAGE,
+        description="Export a CosyVoice-300M model directory to an ONNX artifact.",
+    )
+    parser.add_argument(
+        "model_dir", type=Path, help="directory with cosyvoice.yaml, llm.pt, flow.pt, hift.pt, ..."
+    )
     parser.add_argument("out_dir", type=Path, help="artifact directory to create")
-    parser.add_argument("--llm-weights", choices=("fp32", "int8", "int4"), default="fp32",
-                        help="weight-only quantisation of the LLM (flow and vocoder stay fp32)")
+    parser.add_argument(
+        "--llm-weights",
+        choices=("fp32", "int8", "int4"),
+        default="fp32",
+        help="weight-only quantisation of the LLM (flow and vocoder stay fp32)",
+    )
     parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
-    parser.add_argument("--no-quality-report", action="store_true",
-                        help="skip measuring quantised LLM quality against fp32")
+    parser.add_argument(
+        "--no-quality-report", action="store_true", help="skip measuring quantised LLM quality against fp32"
+    )
     return parser
 
 
 def _fake_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m export fake",
-                                     description="Write a random-weight CosyVoice-300M model directory (its audio is noise).")
+    parser = argparse.ArgumentParser(
+        prog="python -m export fake",
+        description="Write a random-weight CosyVoice-300M model directory (its audio is noise).",
+    )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--legacy-weight-norm", action="store_true",
-                        help="store hift.pt weight norm as weight_g/weight_v, like older releases")
+    parser.add_argument(
+        "--legacy-weight-norm",
+        action="store_true",
+        help="store hift.pt weight norm as weight_g/weight_v, like older releases",
+    )
     return parser
 
 

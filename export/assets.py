@@ -39,7 +39,9 @@ def find_asset(name: str, model_dir: Path | None = None) -> Path:
 
 
 def extract(sdist_dir: Path, dest: Path) -> None:
-    archives = sorted(sdist_dir.glob("openai_whisper-*.tar.gz")) + sorted(sdist_dir.glob("openai-whisper-*.tar.gz"))
+    archives = sorted(sdist_dir.glob("openai_whisper-*.tar.gz")) + sorted(
+        sdist_dir.glob("openai-whisper-*.tar.gz")
+    )
     if not archives:
         raise FileNotFoundError(f"no openai-whisper source archive in {sdist_dir}")
     dest.mkdir(parents=True, exist_ok=True)

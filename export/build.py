@@ -79,7 +79,9 @@ def _progress(step: int, total: int, label: str, started: float) -> None:
     width = 24
     filled = int(width * step / total)
     bar = "#" * filled + "-" * (width - filled)
-    print(f"\r[{bar}] {step}/{total} {label:<32} {time.monotonic() - started:6.1f} s", end="", file=sys.stderr)
+    print(
+        f"\r[{bar}] {step}/{total} {label:<32} {time.monotonic() - started:6.1f} s", end="", file=sys.stderr
+    )
     if step == total:
         print(file=sys.stderr)
 
@@ -88,8 +90,12 @@ def _tensor_specs(values: list[onnx.ValueInfoProto]) -> tuple[TensorSpec, ...]:
     specs = []
     for value in values:
         tensor_type = value.type.tensor_type
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim)
-        specs.append(TensorSpec(value.name, _ONNX_DTYPES.get(tensor_type.elem_type, str(tensor_type.elem_type)), shape))
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor_type.shape.dim
+        )
+        specs.append(
+            TensorSpec(value.name, _ONNX_DTYPES.get(tensor_type.elem_type, str(tensor_type.elem_type)), shape)
+        )
     return tuple(specs)
 
 
@@ -114,7 +120,9 @@ def _graph_entry(
     )
     expected = sorted(spec.input_names)
     if sorted(s.name for s in entry.inputs) != expected:
-        raise ValueError(f"exported {name} takes {[s.name for s in entry.inputs]}, the contract says {expected}")
+        raise ValueError(
+            f"exported {name} takes {[s.name for s in entry.inputs]}, the contract says {expected}"
+        )
     return entry
 
 
@@ -222,8 +230,11 @@ def export_model(
             params=config.params(),
             graphs=entries,
             weights=FileEntry("weights.bin", store.size, sha256_of(staging / "weights.bin")),
-            tokenizer=FileEntry(TOKENIZER_ASSET, (staging / TOKENIZER_ASSET).stat().st_size,
-                                sha256_of(staging / TOKENIZER_ASSET)),
+            tokenizer=FileEntry(
+                TOKENIZER_ASSET,
+                (staging / TOKENIZER_ASSET).stat().st_size,
+                sha256_of(staging / TOKENIZER_ASSET),
+            ),
             speakers=load_speakers(model_dir / "spk2info.pt"),
             export_options={**options.to_dict(), **({"quality": summary.quality} if summary.quality else {})},
             versions={

@@ -29,7 +29,9 @@ def load_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
         loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except (RuntimeError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError) as exc:
-        raise CheckpointError(f"{path.name} cannot be read (truncated or not a torch checkpoint): {exc}") from exc
+        raise CheckpointError(
+            f"{path.name} cannot be read (truncated or not a torch checkpoint): {exc}"
+        ) from exc
     if isinstance(loaded, dict) and "state_dict" in loaded and isinstance(loaded["state_dict"], dict):
         loaded = loaded["state_dict"]
     if not isinstance(loaded, dict) or not all(isinstance(v, torch.Tensor) for v in loaded.values()):
@@ -54,4 +56,11 @@ def load_speakers(path: Path) -> dict[str, list[float]]:
     return speakers
 
 
-__all__ = ["CheckpointError", "OPTIONAL_FILES", "REQUIRED_FILES", "check_model_dir", "load_speakers", "load_state_dict"]
+__all__ = [
+    "CheckpointError",
+    "OPTIONAL_FILES",
+    "REQUIRED_FILES",
+    "check_model_dir",
+    "load_speakers",
+    "load_state_dict",
+]

@@ -254,7 +254,9 @@ def load_config(model_dir: Path) -> ModelConfig:
     path = model_dir / "cosyvoice.yaml"
     if not path.is_file():
         if (model_dir / "cosyvoice2.yaml").is_file() or (model_dir / "cosyvoice3.yaml").is_file():
-            raise ConfigError(f"{model_dir} is a CosyVoice2/3 model directory; only CosyVoice-300M (v1) is supported")
+            raise ConfigError(
+                f"{model_dir} is a CosyVoice2/3 model directory; only CosyVoice-300M (v1) is supported"
+            )
         raise ConfigError(f"{model_dir} has no cosyvoice.yaml")
     raw = read_yaml(path)
     try:
@@ -327,7 +329,9 @@ def _model_config(raw: dict) -> ModelConfig:
             resblock_dilation_sizes=tuple(
                 tuple(int(d) for d in ds) for ds in hift.get("resblock_dilation_sizes", [[1, 3, 5]] * 3)
             ),
-            source_resblock_kernel_sizes=tuple(int(k) for k in hift.get("source_resblock_kernel_sizes", (7, 11))),
+            source_resblock_kernel_sizes=tuple(
+                int(k) for k in hift.get("source_resblock_kernel_sizes", (7, 11))
+            ),
             source_resblock_dilation_sizes=tuple(
                 tuple(int(d) for d in ds)
                 for ds in hift.get("source_resblock_dilation_sizes", [[1, 3, 5]] * 2)

@@ -188,22 +188,24 @@ feat_extractor: !name:matcha.utils.audio.mel_spectrogram
 """
 
 
-def make_fake_model(out_dir: Path, size: str = "tiny", seed: int = 0, legacy_weight_norm: bool = False) -> Path:
+def make_fake_model(
+    out_dir: Path, size: str = "tiny", seed: int = 0, legacy_weight_norm: bool = False
+) -> Path:
     """Write a random-weight model directory. `legacy_weight_norm` stores hift's weight_g/weight_v."""
     from export.parts import flow, hift, llm
 
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "cosyvoice.yaml").write_text(CONFIG_TEMPLATE.format(size=size, s=SIZES[size]), encoding="utf-8")
+    (out_dir / "cosyvoice.yaml").write_text(
+        CONFIG_TEMPLATE.format(size=size, s=SIZES[size]), encoding="utf-8"
+    )
     config = load_config(out_dir)
     torch.save(llm.random_state_dict(config.llm, seed), out_dir / "llm.pt")
     torch.save(flow.random_state_dict(config.flow, seed + 1), out_dir / "flow.pt")
     torch.save(hift.random_state_dict(config.hift, seed + 2, legacy_weight_norm), out_dir / "hift.pt")
     generator = torch.Generator().manual_seed(seed + 3)
-    speakers = {
-        name: {"embedding": torch.randn(1, 192, generator=generator)} for name in SFT_SPEAKERS
-    }
+    speakers = {name: {"embedding": torch.randn(1, 192, generator=generator)} for name in SFT_SPEAKERS}
     torch.save(speakers, out_dir / "spk2info.pt")
     from export.parts import frontend_models
 

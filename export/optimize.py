@@ -26,8 +26,9 @@ def optimize_graph(model: onnx.ModelProto) -> onnx.ModelProto:
         source, target = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
         staged = onnx.ModelProto()
         staged.CopyFrom(model)  # saving with external data rewrites the proto it is given
-        onnx.save_model(staged, str(source), save_as_external_data=True, location="in.bin",
-                        size_threshold=INLINE_LIMIT)
+        onnx.save_model(
+            staged, str(source), save_as_external_data=True, location="in.bin", size_threshold=INLINE_LIMIT
+        )
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(target)

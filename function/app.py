@@ -64,8 +64,9 @@ def synthesize_response(options: SynthesisOptions) -> Response:
     if not settings.fits_response(len(data)):
         raise OutputTooLarge(
             f"the {options.format} audio is {len(data)} bytes, more than a synchronous Lambda response"
-            f" can carry once base64-encoded ({settings.max_response_bytes} bytes); send long texts to the batch path"
-            " (SQS message → audio in S3), or choose a compressed format (mp3, ogg)"
+            f" can carry once base64-encoded ({settings.max_response_bytes} bytes);"
+            " send long texts to the batch path (SQS message → audio in S3),"
+            " or choose a compressed format (mp3, ogg)"
         )
     return Response(data, media_type=media_type(options.format), headers=headers)
 

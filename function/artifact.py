@@ -286,7 +286,9 @@ class Artifact:
         try:
             return self.manifest.graphs[name]
         except KeyError:
-            raise ArtifactError(f"artifact has no graph {name!r} (known: {sorted(self.manifest.graphs)})") from None
+            raise ArtifactError(
+                f"artifact has no graph {name!r} (known: {sorted(self.manifest.graphs)})"
+            ) from None
 
     @property
     def weights(self) -> Buffer:

@@ -180,7 +180,12 @@ SPEECH_TOKENIZER = GraphSpec(
 
 # Graphs every artifact has, and the optional ones (present when the model directory ships them).
 CORE_GRAPHS: tuple[GraphSpec, ...] = (
-    LLM_PREFILL, LLM_DECODE, FLOW_ENCODER, FLOW_ESTIMATOR, HIFT_F0, HIFT_GENERATOR
+    LLM_PREFILL,
+    LLM_DECODE,
+    FLOW_ENCODER,
+    FLOW_ESTIMATOR,
+    HIFT_F0,
+    HIFT_GENERATOR,
 )
 OPTIONAL_GRAPHS: tuple[GraphSpec, ...] = (CAMPPLUS, SPEECH_TOKENIZER)
 GRAPHS: dict[str, GraphSpec] = {spec.name: spec for spec in CORE_GRAPHS + OPTIONAL_GRAPHS}

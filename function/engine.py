@@ -29,8 +29,8 @@ import numpy as np
 from function.artifact import Artifact
 from function.errors import InvalidRequest, UnknownSpeaker
 from function.flow import Flow
-from function.graphs import available_cpus
 from function.frontend import TextTokenizer, normalize_text, prepare_text
+from function.graphs import available_cpus
 from function.llm import LLM
 from function.options import Mode, SynthesisOptions
 from function.vocoder import SourceState, Vocoder
@@ -96,13 +96,16 @@ class _SegmentStream:
     def __init__(self, engine: Engine, voice: Voice, rngs: tuple[np.random.Generator, ...]) -> None:
         self.engine = engine
         self.voice = voice
-        self.prompt_noise = rngs[1].standard_normal((1, engine.flow.params.n_mels, voice.prompt_mel.shape[1]),
-                                                    dtype=np.float32)
+        self.prompt_noise = rngs[1].standard_normal(
+            (1, engine.flow.params.n_mels, voice.prompt_mel.shape[1]), dtype=np.float32
+        )
         self.flow_noise = _NoiseField(rngs[1], engine.flow.params.n_mels, NOISE_BLOCK)
         hop = engine.vocoder.params.upsample_factor
         self.source_noise = _NoiseField(rngs[2], engine.vocoder.n_sines, NOISE_BLOCK * hop)
-        self.frames_per_token = engine.vocoder.params.sample_rate / engine.vocoder.params.upsample_factor / (
-            engine.flow.params.input_frame_rate
+        self.frames_per_token = (
+            engine.vocoder.params.sample_rate
+            / engine.vocoder.params.upsample_factor
+            / (engine.flow.params.input_frame_rate)
         )
         self.mel_tail = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
         self.mel_history = np.zeros((1, engine.flow.params.n_mels, 0), dtype=np.float32)
@@ -197,7 +200,8 @@ class Engine:
         self.tokenizer = tokenizer
         self.prompt_encoder = prompt_encoder
         self.speaker_embeddings = {
-            name: np.asarray(embedding, dtype=np.float32)[None] for name, embedding in artifact.manifest.speakers.items()
+            name: np.asarray(embedding, dtype=np.float32)[None]
+            for name, embedding in artifact.manifest.speakers.items()
         }
         self._entropy = np.random.SeedSequence()
 
@@ -210,8 +214,14 @@ class Engine:
             flow = pool.submit(Flow.load, artifact, threads)  # the estimator is the slowest: first
             llm = pool.submit(LLM.load, artifact, threads)
             vocoder = pool.submit(Vocoder.load, artifact, threads)
-            tokenizer = pool.submit(TextTokenizer.from_buffer, artifact.file(artifact.manifest.tokenizer.file))
-            prompt = pool.submit(PromptEncoder.load, artifact, threads) if PromptEncoder.available(artifact) else None
+            tokenizer = pool.submit(
+                TextTokenizer.from_buffer, artifact.file(artifact.manifest.tokenizer.file)
+            )
+            prompt = (
+                pool.submit(PromptEncoder.load, artifact, threads)
+                if PromptEncoder.available(artifact)
+                else None
+            )
             return cls(
                 artifact,
                 llm.result(),
@@ -244,8 +254,10 @@ class Engine:
         empty_tokens = np.zeros((1, 0), dtype=np.int64)
         if options.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
             if self.prompt_encoder is None:
-                raise InvalidRequest("this deployment's artifact has no prompt models (campplus.onnx, "
-                                     "speech_tokenizer_v1.onnx): voice cloning is unavailable")
+                raise InvalidRequest(
+                    "this deployment's artifact has no prompt models (campplus.onnx, "
+                    "speech_tokenizer_v1.onnx): voice cloning is unavailable"
+                )
             assert options.prompt_audio is not None
             prompt = self.prompt_encoder.encode(options.prompt_audio, options.prompt_text)
             zero_shot = options.mode is Mode.ZERO_SHOT
@@ -339,5 +351,6 @@ def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
     high = np.minimum(low + 1, frames - 1)
     weight = (positions - low).astype(np.float32)
     return mel[:, :, low] * (1 - weight) + mel[:, :, high] * weight
+
 
 __all__ = ["Engine", "Voice"]

@@ -6,7 +6,7 @@ Defaults and the mode are resolved here, once; the edges only translate their wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from function.errors import InvalidRequest, TextTooLong, UnsupportedFormat
 
@@ -15,7 +15,7 @@ MIN_SPEED, MAX_SPEED = 0.5, 2.0
 DEFAULT_MAX_TEXT_CHARS = 2000
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     SFT = "sft"  # a built-in speaker of the -SFT model
     INSTRUCT = "instruct"  # a built-in speaker plus a style instruction (-Instruct model)
     ZERO_SHOT = "zero_shot"  # clone the voice of prompt audio, given its transcript
@@ -55,7 +55,9 @@ class SynthesisOptions:
                 " split it or use the batch (SQS) path"
             )
         if self.format not in AUDIO_FORMATS:
-            raise UnsupportedFormat(f"format {self.format!r} is not supported; choose one of {', '.join(AUDIO_FORMATS)}")
+            raise UnsupportedFormat(
+                f"format {self.format!r} is not supported; choose one of {', '.join(AUDIO_FORMATS)}"
+            )
         if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:
             raise InvalidRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):

@@ -33,11 +33,29 @@ _HALF_WIDTH = str.maketrans(
     | {c: chr(ord(c) - 0xFEE0) for c in "％＄＋－＝＠＆．／"}  # "：" stays: it ends a Chinese clause
     | {"￥": "¥", "\u3000": " "}
 )
-_EN_PUNCTUATION = str.maketrans({
-    "，": ", ", "。": ". ", "！": "! ", "？": "? ", "；": "; ", "：": ": ", "、": ", ",
-    "（": " (", "）": ") ", "【": "(", "】": ")", "《": '"', "》": '"',
-    "“": '"', "”": '"', "‘": "'", "’": "'", "…": "...", "—": " - ",
-})
+_EN_PUNCTUATION = str.maketrans(
+    {
+        "，": ", ",
+        "。": ". ",
+        "！": "! ",
+        "？": "? ",
+        "；": "; ",
+        "：": ": ",
+        "、": ", ",
+        "（": " (",
+        "）": ") ",
+        "【": "(",
+        "】": ")",
+        "《": '"',
+        "》": '"',
+        "“": '"',
+        "”": '"',
+        "‘": "'",
+        "’": "'",
+        "…": "...",
+        "—": " - ",
+    }
+)
 
 _NUMBER = r"\d+(?:\.\d+)?"
 _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?![\d,]*\d)")
@@ -54,19 +72,55 @@ _BLANKS = re.compile(r"\s+")
 
 _ZH_CURRENCY = {"$": "美元", "€": "欧元", "£": "英镑", "¥": "元"}
 _ZH_SCALES = {"thousand": "千", "million": "百万", "billion": "十亿", "trillion": "万亿"}
-_ZH_SYMBOLS = {"℃": "摄氏度", "°C": "摄氏度", "°F": "华氏度", "°": "度", "+": "加", "=": "等于", "×": "乘",
-               "÷": "除以", "&": "和", "~": "到", "～": "到"}
+_ZH_SYMBOLS = {
+    "℃": "摄氏度",
+    "°C": "摄氏度",
+    "°F": "华氏度",
+    "°": "度",
+    "+": "加",
+    "=": "等于",
+    "×": "乘",
+    "÷": "除以",
+    "&": "和",
+    "~": "到",
+    "～": "到",
+}
 _ZH_YEAR = re.compile(r"(?<!\d)(\d{4})(?=年)")  # "2024年" digit by digit; "20年" (years) is a number
 _ZH_FRACTION = re.compile(r"(?<![\d/])(\d+)/(\d+)(?![\d/])")
 
 # English: (singular, plural, cent unit) per currency symbol; yen has no cents.
-_EN_CURRENCY = {"$": ("dollar", "dollars", "cent"), "€": ("euro", "euros", "cent"),
-                "£": ("pound", "pounds", "penny"), "¥": ("yen", "yen", "")}
+_EN_CURRENCY = {
+    "$": ("dollar", "dollars", "cent"),
+    "€": ("euro", "euros", "cent"),
+    "£": ("pound", "pounds", "penny"),
+    "¥": ("yen", "yen", ""),
+}
 _EN_SCALE_WORDS = {"万": "ten thousand", "亿": "hundred million"}
-_EN_SYMBOLS = {"°C": " degrees Celsius", "°F": " degrees Fahrenheit", "℃": " degrees Celsius",
-               "°": " degrees", "&": " and ", "+": " plus ", "=": " equals ", "@": " at ", "×": " times "}
-_EN_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-              "October", "November", "December")
+_EN_SYMBOLS = {
+    "°C": " degrees Celsius",
+    "°F": " degrees Fahrenheit",
+    "℃": " degrees Celsius",
+    "°": " degrees",
+    "&": " and ",
+    "+": " plus ",
+    "=": " equals ",
+    "@": " at ",
+    "×": " times ",
+}
+_EN_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _EN_ORDINAL = re.compile(r"(?<![\d.])(\d+)(?:st|nd|rd|th)\b")
 _EN_YUAN = re.compile(rf"({_NUMBER})\s?元")
 # "in 1999" reads as a year; a bare 1999 stays a cardinal, as upstream's inflect reads it.
@@ -229,8 +283,14 @@ def _normalize_en(text: str) -> str:
         (_CURRENCY, _en_currency),
         (_EN_YEAR, lambda m: m.group(1) + en_year(m.group(2))),
         (_EN_YUAN, lambda m: f"{_en_number(m.group(1))} yuan"),
-        (_PERCENT, lambda m: ("minus " if m.group(1) else "") + _en_number(m.group(2))
-         + (" percent" if m.group(3) == "%" else " per mille")),
+        (
+            _PERCENT,
+            lambda m: (
+                ("minus " if m.group(1) else "")
+                + _en_number(m.group(2))
+                + (" percent" if m.group(3) == "%" else " per mille")
+            ),
+        ),
         (_EN_ORDINAL, lambda m: en_ordinal(m.group(1))),
         (_RANGE, lambda m: f"{_en_number(m.group(1))} to {_en_number(m.group(2))}"),
         (_NEGATIVE, lambda m: "minus " + _en_number(m.group(1))),

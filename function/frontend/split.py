@@ -15,7 +15,7 @@ MAX_UNITS = 80  # upstream token_max_n
 MIN_UNITS = 60  # token_min_n
 MERGE_UNITS = 20  # merge_len
 STOPS: dict[Language, str] = {"zh": "。？！；：、.?!;", "en": ".?!;:"}  # comma_split=False
-CLOSING_QUOTES = "\"”"
+CLOSING_QUOTES = '"”'
 
 
 def split_paragraph(text: str, language: Language, units: Callable[[str], int]) -> list[str]:

@@ -278,7 +278,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="invocations per environment")
     parser.add_argument("--measure", action="store_true", help="cold start vs restored clone vs warm call")
     parser.add_argument("--handler", default=HANDLER, help=f"MODULE.FUNCTION (default {HANDLER})")
-    parser.add_argument("--save", type=Path, help="write the reply's audio to this file instead of printing it")
+    parser.add_argument(
+        "--save", type=Path, help="write the reply's audio to this file instead of printing it"
+    )
     parser.set_defaults(run=main)
 
 

@@ -10,8 +10,15 @@ from tests.conftest import run_cli
 
 def test_fake_model_has_the_released_layout(tiny_model_dir: Path) -> None:
     names = {path.name for path in tiny_model_dir.iterdir()}
-    assert {"cosyvoice.yaml", "llm.pt", "flow.pt", "hift.pt", "spk2info.pt",
-            "campplus.onnx", "speech_tokenizer_v1.onnx"} <= names
+    assert {
+        "cosyvoice.yaml",
+        "llm.pt",
+        "flow.pt",
+        "hift.pt",
+        "spk2info.pt",
+        "campplus.onnx",
+        "speech_tokenizer_v1.onnx",
+    } <= names
 
 
 def test_fake_model_is_reproducible(tiny_model_dir: Path, tmp_path: Path) -> None:

@@ -30,8 +30,14 @@ def test_shared_tensors_are_stored_once_and_aligned(tmp_path: Path) -> None:
     shared = rng.standard_normal((256, 256), dtype=np.float32)  # 256 KiB: external
     other = rng.standard_normal((256, 128), dtype=np.float32)  # 128 KiB: external
     bias = rng.standard_normal(256, dtype=np.float32)  # 1 KiB: stays inline
-    store = write_graphs(tmp_path, {"a": matmul_model(shared, bias), "b": matmul_model(shared, bias),
-                                    "c": matmul_model(other, bias[:128])})
+    store = write_graphs(
+        tmp_path,
+        {
+            "a": matmul_model(shared, bias),
+            "b": matmul_model(shared, bias),
+            "c": matmul_model(other, bias[:128]),
+        },
+    )
     assert store.deduplicated_bytes == shared.nbytes
     assert store.size == (tmp_path / "weights.bin").stat().st_size
     offsets = []

@@ -109,7 +109,7 @@ def test_every_event_file_is_served(
 
 
 def test_the_init_record_carries_every_phase(runtime: LocalLambda) -> None:
-    (record,) = runtime.log_records("init")
+    (record,) = wait_for_record(runtime, "init")
     phases = record["phases_ms"]
     assert list(phases)[-1] == "ready"
     assert {"process", "runtime_import", "artifact_fetch", "session_creation", "warm_up"} <= set(phases)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,16 @@ def test_artifact_from_s3_matches_the_directory_and_serves(
     assert replies[0]["audio"] == replies[1]["audio"]
 
 
+def batch_records(runtime: Any, expected: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The batch_record log lines; they arrive through a pipe, possibly after the reply that followed them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = [r for r in runtime.log_records() if r.get("event") == "batch_record"]
+        if len(records) >= expected or time.monotonic() > deadline:
+            return records
+        time.sleep(0.05)
+
+
 def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
     artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]
 ) -> None:
@@ -69,7 +80,7 @@ def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
         assert runtime.invoke(event).json() == {"batchItemFailures": []}
         first = {key: s3.head_object(Bucket=bucket, Key=key)["ETag"] for key in keys(s3, bucket)}
         assert runtime.invoke(event).json() == {"batchItemFailures": []}  # redelivered
-        statuses = [r["status"] for r in runtime.log_records() if r.get("event") == "batch_record"]
+        statuses = [r["status"] for r in batch_records(runtime, expected=4)]
     assert sorted(first) == ["tts/a.wav", "tts/custom/b.mp3"]
     assert {key: s3.head_object(Bucket=bucket, Key=key)["ETag"] for key in keys(s3, bucket)} == first
     assert statuses == ["written", "written", "exists", "exists"]
@@ -98,6 +109,6 @@ def test_a_failing_write_reports_its_record(artifact_location: str, s3_env: dict
     with local_lambda(artifact_location, COSYVOICE_OUTPUT_BUCKET="no-such-bucket-here", **s3_env) as runtime:
         runtime.wait_init()
         reply = runtime.invoke(event).json()
-        codes = [r.get("code") for r in runtime.log_records() if r.get("event") == "batch_record"]
+        codes = [r.get("code") for r in batch_records(runtime, expected=2)]
     assert reply == {"batchItemFailures": [{"itemIdentifier": "m0"}, {"itemIdentifier": "m1"}]}
     assert codes == ["storage_error", "storage_error"]

@@ -57,8 +57,17 @@ def matcha_mel():  # type: ignore[no-untyped-def]
 def test_flow_mel_matches_matcha(matcha_mel, seconds: float) -> None:  # type: ignore[no-untyped-def]
     p = MelParams()
     audio = speechy(seconds, p.sample_rate, seed=1)
-    expected = matcha_mel(torch.from_numpy(audio)[None], p.n_fft, p.num_mels, p.sample_rate, p.hop_size,
-                          p.win_size, p.fmin, p.fmax, center=p.center).numpy()[0]
+    expected = matcha_mel(
+        torch.from_numpy(audio)[None],
+        p.n_fft,
+        p.num_mels,
+        p.sample_rate,
+        p.hop_size,
+        p.win_size,
+        p.fmin,
+        p.fmax,
+        center=p.center,
+    ).numpy()[0]
     ours = mel_spectrogram(audio, p)
     assert ours.shape == expected.shape
     assert np.abs(ours - expected).max() < TOLERANCE
@@ -82,8 +91,9 @@ def torchaudio_resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.
     return out[: math.ceil(new * len(audio) / orig)].numpy()
 
 
-@pytest.mark.parametrize(("orig", "new"), [(16000, 22050), (48000, 16000), (44100, 16000), (24000, 22050),
-                                           (8000, 16000)])
+@pytest.mark.parametrize(
+    ("orig", "new"), [(16000, 22050), (48000, 16000), (44100, 16000), (24000, 22050), (8000, 16000)]
+)
 def test_resample_matches_torchaudio_kernel(orig: int, new: int) -> None:
     audio = speechy(1.3, orig, seed=2)
     expected = torchaudio_resample(audio, orig, new)

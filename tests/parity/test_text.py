@@ -66,8 +66,15 @@ def test_split_matches_upstream(upstream_utils, ours: TextTokenizer, seed: int) 
         if rng.random() < 0.3:
             text = text[:-1]  # no final stop
         units = len if language == "zh" else (lambda s: len(ours.encode(s)))
-        expected = upstream_utils.split_paragraph(text, partial(ours.encode), language, token_max_n=80,
-                                                  token_min_n=60, merge_len=20, comma_split=False)
+        expected = upstream_utils.split_paragraph(
+            text,
+            partial(ours.encode),
+            language,
+            token_max_n=80,
+            token_min_n=60,
+            merge_len=20,
+            comma_split=False,
+        )
         assert split_paragraph(text, language, units) == expected, text
 
 

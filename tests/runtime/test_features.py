@@ -40,8 +40,9 @@ def noise(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
 # --- resampling ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("orig", "new"), [(16000, 22050), (44100, 16000), (48000, 16000), (8000, 16000),
-                                           (44101, 16000)])
+@pytest.mark.parametrize(
+    ("orig", "new"), [(16000, 22050), (44100, 16000), (48000, 16000), (8000, 16000), (44101, 16000)]
+)
 def test_resample_keeps_the_passband(orig: int, new: int) -> None:
     audio = tone(1000.0, orig, 1.01)
     out = resample(audio, orig, new)
@@ -67,8 +68,11 @@ def test_resample_matches_the_windowed_sinc_sum() -> None:
     j = np.arange(len(x))
     for n in (0, 1, 7, 1234, 2000, len(out) - 1):
         t = (j / orig - n / new) * cutoff
-        h = np.where(np.abs(t) < RESAMPLE_ZEROS,
-                     np.sinc(t) * np.cos(np.pi * t / (2 * RESAMPLE_ZEROS)) ** 2 * cutoff / orig, 0.0)
+        h = np.where(
+            np.abs(t) < RESAMPLE_ZEROS,
+            np.sinc(t) * np.cos(np.pi * t / (2 * RESAMPLE_ZEROS)) ** 2 * cutoff / orig,
+            0.0,
+        )
         assert out[n] == pytest.approx(float(h @ x), abs=1e-5)
 
 

@@ -34,10 +34,22 @@ def tokenizer() -> TextTokenizer:
 def test_vocabulary_has_whisper_ids(tokenizer: TextTokenizer) -> None:
     assert tokenizer.vocab_size == VOCAB_SIZE == 51866
     expected = {
-        "<|endoftext|>": 50257, "<|startoftranscript|>": 50258, "<|en|>": 50259, "<|zh|>": 50260,
-        "<|ja|>": 50266, "<|ko|>": 50264, "<|yue|>": 50358, "<|translate|>": 50359, "<|transcribe|>": 50360,
-        "<|startoflm|>": 50361, "<|startofprev|>": 50362, "<|nospeech|>": 50363, "<|notimestamps|>": 50364,
-        "<|0.00|>": 50365, "<|0.02|>": 50366, "<|30.00|>": 51865,
+        "<|endoftext|>": 50257,
+        "<|startoftranscript|>": 50258,
+        "<|en|>": 50259,
+        "<|zh|>": 50260,
+        "<|ja|>": 50266,
+        "<|ko|>": 50264,
+        "<|yue|>": 50358,
+        "<|translate|>": 50359,
+        "<|transcribe|>": 50360,
+        "<|startoflm|>": 50361,
+        "<|startofprev|>": 50362,
+        "<|nospeech|>": 50363,
+        "<|notimestamps|>": 50364,
+        "<|0.00|>": 50365,
+        "<|0.02|>": 50366,
+        "<|30.00|>": 51865,
     }
     for text, token in expected.items():
         assert tokenizer.encode(text) == [token], text
@@ -72,8 +84,12 @@ def test_rejects_a_foreign_vocabulary() -> None:
 @pytest.mark.parametrize(
     ("digits", "words"),
     [
-        ("0", "zero"), ("13", "thirteen"), ("40", "forty"), ("101", "one hundred and one"),
-        ("1001", "one thousand and one"), ("1100", "one thousand, one hundred"),
+        ("0", "zero"),
+        ("13", "thirteen"),
+        ("40", "forty"),
+        ("101", "one hundred and one"),
+        ("1001", "one thousand and one"),
+        ("1100", "one thousand, one hundred"),
         ("2000000003", "two billion and three"),
         ("1234567", "one million, two hundred and thirty-four thousand, five hundred and sixty-seven"),
     ],
@@ -84,18 +100,39 @@ def test_english_cardinals_read_like_inflect(digits: str, words: str) -> None:
 
 def test_english_ordinals_and_years() -> None:
     assert [en_ordinal(n) for n in ("1", "2", "3", "12", "20", "21", "100")] == [
-        "first", "second", "third", "twelfth", "twentieth", "twenty-first", "one hundredth"]
+        "first",
+        "second",
+        "third",
+        "twelfth",
+        "twentieth",
+        "twenty-first",
+        "one hundredth",
+    ]
     assert [en_year(y) for y in ("1999", "2005", "2024", "1900", "1905")] == [
-        "nineteen ninety-nine", "two thousand and five", "twenty twenty-four", "nineteen hundred",
-        "nineteen oh five"]
+        "nineteen ninety-nine",
+        "two thousand and five",
+        "twenty twenty-four",
+        "nineteen hundred",
+        "nineteen oh five",
+    ]
 
 
 @pytest.mark.parametrize(
     ("digits", "words"),
     [
-        ("0", "零"), ("10", "十"), ("15", "十五"), ("20", "二十"), ("101", "一百零一"), ("110", "一百一十"),
-        ("1001", "一千零一"), ("10010", "一万零一十"), ("100001", "十万零一"), ("1002003", "一百万二千零三"),
-        ("100000000", "一亿"), ("1000010000", "十亿零一万"), ("120000000", "一亿二千万"),
+        ("0", "零"),
+        ("10", "十"),
+        ("15", "十五"),
+        ("20", "二十"),
+        ("101", "一百零一"),
+        ("110", "一百一十"),
+        ("1001", "一千零一"),
+        ("10010", "一万零一十"),
+        ("100001", "十万零一"),
+        ("1002003", "一百万二千零三"),
+        ("100000000", "一亿"),
+        ("1000010000", "十亿零一万"),
+        ("120000000", "一亿二千万"),
     ],
 )
 def test_chinese_cardinals(digits: str, words: str) -> None:
@@ -131,16 +168,20 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
     ("text", "expected"),
     [
         ("I have 2 cats & 1 dog.", "I have two cats and one dog."),
-        ("It costs $3.50, or €1,200.",
-         "It costs three dollars and fifty cents, or one thousand, two hundred euros."),
+        (
+            "It costs $3.50, or €1,200.",
+            "It costs three dollars and fifty cents, or one thousand, two hundred euros.",
+        ),
         ("$1 and $0.99 and £2.01", "one dollar and ninety-nine cents and two pounds and one penny"),
         ("$1.5 million", "one point five million dollars"),
         ("It rose 12.5% to -3 degrees.", "It rose twelve point five percent to minus three degrees."),
         ("Pages 3-5, the 21st time.", "Pages three to five, the twenty-first time."),
         ("On 2024-03-05 at 9:05 pm.", "On March fifth, twenty twenty-four at nine oh five PM."),
         ("Meet at 10:00, ok? I am 7pm-ready", "Meet at ten o'clock, ok? I am seven PM-ready"),
-        ("Born in 1999, 1999 people.",
-         "Born in nineteen ninety-nine, one thousand, nine hundred and ninety-nine people."),
+        (
+            "Born in 1999, 1999 people.",
+            "Born in nineteen ninety-nine, one thousand, nine hundred and ninety-nine people.",
+        ),
         ("Call 0800 now", "Call zero eight zero zero now"),
         ("Hello，world。Really？", "Hello, world. Really?"),  # CJK punctuation in English text
     ],

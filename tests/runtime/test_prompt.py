@@ -25,10 +25,27 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
     for spec in (CAMPPLUS, SPEECH_TOKENIZER):
         data = (model_dir / spec.file).read_bytes()
         files[spec.file] = data
-        graphs[spec.name] = GraphEntry(spec.name, spec.file, spec.role, spec.inputs, spec.outputs, len(data),
-                                       sha256="", external_weights=False)
-    manifest = Manifest(FORMAT_VERSION, {}, ModelParams(), graphs, FileEntry("weights.bin", 0, ""),
-                        FileEntry("multilingual.tiktoken", 0, ""), {}, {}, {})
+        graphs[spec.name] = GraphEntry(
+            spec.name,
+            spec.file,
+            spec.role,
+            spec.inputs,
+            spec.outputs,
+            len(data),
+            sha256="",
+            external_weights=False,
+        )
+    manifest = Manifest(
+        FORMAT_VERSION,
+        {},
+        ModelParams(),
+        graphs,
+        FileEntry("weights.bin", 0, ""),
+        FileEntry("multilingual.tiktoken", 0, ""),
+        {},
+        {},
+        {},
+    )
     return Artifact(manifest, files, root=None)
 
 
