@@ -47,8 +47,8 @@ def session_options(threads: int, prepack: bool) -> ort.SessionOptions:
 def create_session(artifact: Artifact, name: str, threads: int | None = None) -> ort.InferenceSession:
     entry = artifact.graph(name)
     options = session_options(threads or available_cpus(), prepack=entry.quantization != "fp32")
-    if entry.optimization == "extended":  # optimised at export: only the cheap, local passes are left
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    if entry.optimization == "extended":  # optimised at export: nothing left to rewrite, skip the passes
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     providers = ["CPUExecutionProvider"]
     try:
         if artifact.root is not None:

@@ -1,0 +1,209 @@
+"""`python -m bench.verify`: full-size parity of our artifact against upstream's own v1 classes.
+
+The parity tests (tests/parity) prove each graph at tiny size; this command repeats the three end-to-end
+comparisons on the full-size model directory and the artifact exported from it, where fp32 error
+accumulates over 14-layer transformers and 10 ODE steps. The reference is built exactly as those tests
+build it (their builder functions are imported, not copied) and loads the model directory's .pt files
+strictly; ours runs in onnxruntime through the runtime classes, opened from the artifact on disk.
+Components run one at a time and are dropped afterwards, so the peak is one torch model plus its graphs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import torch
+
+# isort: off
+import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
+from tests.parity.test_flow import build_upstream as build_upstream_flow
+from tests.parity.test_hift import build_upstream as build_upstream_hift, upstream_draws
+from tests.parity.test_llm import _upstream as build_upstream_llm, _upstream_teacher_forced
+
+# isort: on
+from bench.config import FULL, BenchConfig
+from bench.procs import write_json
+from bench.tables import Table
+from export.checkpoints import load_state_dict
+from export.config import ModelConfig, load_config
+from function.artifact import Artifact
+from function.flow import Flow
+from function.llm import LLM
+from function.vocoder import Vocoder
+
+TOLERANCE = 1e-3
+SEED = 11
+DECODE_STEPS = 10
+LLM_TEXT, LLM_PROMPT_TEXT, LLM_PROMPT_SPEECH = 24, 8, 25  # tokens: a short sentence after a prompt
+FLOW_TOKENS, FLOW_PROMPT_TOKENS = 60, 20
+VOCODER_FRAMES = 100
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    max_abs_error: float
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return math.isfinite(self.max_abs_error) and self.max_abs_error <= TOLERANCE
+
+
+def _max_abs(got: np.ndarray, expected: np.ndarray) -> float:
+    if got.shape != expected.shape:
+        raise ValueError(f"shape {got.shape} differs from upstream's {expected.shape}")
+    return float(np.abs(got.astype(np.float64) - expected.astype(np.float64)).max())
+
+
+def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
+    """Teacher-forced logp: prefill, then DECODE_STEPS cached decode steps, with and without a prompt."""
+    reference = build_upstream_llm(config.llm, load_state_dict(model_dir / "llm.pt"))
+    ours = LLM.load(artifact, threads)
+    checks = []
+    for name, speaker, prompt_text_len, prompt_len in (
+        ("speaker + prompt", True, LLM_PROMPT_TEXT, LLM_PROMPT_SPEECH),
+        ("no speaker, no prompt", False, 0, 0),
+    ):
+        start = time.perf_counter()
+        rng = np.random.default_rng(SEED)
+        text = rng.integers(0, config.llm.text_token_size, LLM_TEXT)
+        prompt_text = rng.integers(0, config.llm.text_token_size, prompt_text_len)
+        speaker_embedding = rng.standard_normal((int(speaker), config.llm.spk_embed_dim), dtype=np.float32)
+        prompt_speech = rng.integers(0, config.llm.speech_token_size, prompt_len)
+        teacher = [int(t) for t in rng.integers(0, config.llm.speech_token_size, DECODE_STEPS)]
+        with torch.inference_mode():
+            expected = _upstream_teacher_forced(
+                reference, text, prompt_text, speaker_embedding, prompt_speech, teacher
+            )
+        logp, cache = ours.start(np.concatenate([prompt_text, text]), speaker_embedding, prompt_speech)
+        # Upstream masks EOS (the last entry) to -inf before its first sample: compare the rest.
+        errors = [_max_abs(logp[:-1], expected[0][:-1])]
+        for step, token in enumerate(teacher, start=1):
+            errors.append(_max_abs(ours.step(token, cache), expected[step]))
+        checks.append(
+            Check(
+                f"llm logp, prefill + {DECODE_STEPS} decode steps ({name})",
+                max(errors),
+                time.perf_counter() - start,
+            )
+        )
+    return checks
+
+
+def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
+    """Mel for FLOW_TOKENS tokens from the same starting noise, with and without a prompt."""
+    reference = build_upstream_flow(config.flow)
+    reference.load_state_dict(load_state_dict(model_dir / "flow.pt"), strict=True)
+    reference.eval()
+    ours = Flow.load(artifact, threads)
+    checks = []
+    for n_prompt in (0, FLOW_PROMPT_TOKENS):
+        start = time.perf_counter()
+        rng = np.random.default_rng(SEED + n_prompt)
+        tokens = rng.integers(0, config.flow.vocab_size, (1, FLOW_TOKENS), dtype=np.int64)
+        prompt_tokens = rng.integers(0, config.flow.vocab_size, (1, n_prompt), dtype=np.int64)
+        prompt_frames = ours.mel_frames(n_prompt)
+        prompt_mel = rng.standard_normal((1, prompt_frames, config.flow.output_size), dtype=np.float32)
+        embedding = rng.standard_normal((1, config.flow.spk_embed_dim), dtype=np.float32)
+        noise = ours.sample_noise(rng, prompt_frames + ours.mel_frames(FLOW_TOKENS))
+        # Upstream draws its starting point with torch.randn_like(mu): hand it the same noise.
+        fixed_noise = lambda like: torch.from_numpy(noise.copy()).to(like.dtype)  # noqa: E731
+        with torch.inference_mode(), mock.patch.object(torch, "randn_like", fixed_noise):
+            expected, _ = reference.inference(
+                token=torch.from_numpy(tokens),
+                token_len=torch.tensor([FLOW_TOKENS]),
+                prompt_token=torch.from_numpy(prompt_tokens),
+                prompt_token_len=torch.tensor([n_prompt]),
+                prompt_feat=torch.from_numpy(prompt_mel),
+                prompt_feat_len=torch.tensor([prompt_frames]),
+                embedding=torch.from_numpy(embedding),
+                flow_cache=torch.zeros(1, config.flow.output_size, 0, 2),
+            )
+        got = ours(tokens, prompt_tokens, prompt_mel, embedding, noise)
+        label = f"prompt {n_prompt} tokens + {prompt_frames} frames" if n_prompt else "no prompt"
+        checks.append(
+            Check(
+                f"flow mel, {FLOW_TOKENS} tokens ({label})",
+                _max_abs(got, expected.numpy()),
+                time.perf_counter() - start,
+            )
+        )
+    return checks
+
+
+def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
+    """Waveform for VOCODER_FRAMES mel frames; upstream's SineGen draws are replayed into ours."""
+    reference = build_upstream_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
+    ours = Vocoder.load(artifact, threads)
+    start = time.perf_counter()
+    mel = torch.randn(1, config.hift.in_channels, VOCODER_FRAMES, generator=torch.Generator().manual_seed(SEED))
+    torch.manual_seed(SEED)
+    with torch.inference_mode():
+        expected, _ = reference.inference(mel)
+    phase, noise = upstream_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
+    got = ours(mel.numpy(), phase=phase, noise=noise)
+    error = _max_abs(got, expected.reshape(-1).numpy())
+    return [Check(f"vocoder waveform, {VOCODER_FRAMES} mel frames", error, time.perf_counter() - start)]
+
+
+CHECKS: tuple[Callable[[ModelConfig, Path, Artifact, int], list[Check]], ...] = (
+    check_llm,
+    check_flow,
+    check_vocoder,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.verify", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=FULL / "model", help="model directory (upstream's input)")
+    parser.add_argument("--artifact", type=Path, default=FULL / "artifact", help="our fp32 artifact from it")
+    parser.add_argument("--results", type=Path, default=BenchConfig().results)
+    # One thread each: the machine is shared, and parity does not depend on the thread count.
+    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime intra-op threads")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    config = load_config(args.model)
+    artifact = Artifact.open(args.artifact)
+    checks: list[Check] = []
+    for run in CHECKS:
+        checks += run(config, args.model, artifact, args.threads)
+        gc.collect()  # drop this component's torch model and sessions before the next one loads
+    table = Table(
+        f"Full-size parity: {args.artifact.name} vs upstream (fp32)",
+        ("check", "max abs error", f"tolerance {TOLERANCE:g}", "ok"),
+    )
+    for check in checks:
+        table.add(check.name, f"{check.max_abs_error:.3g}", f"{TOLERANCE:g}", "yes" if check.ok else "NO")
+    print(table.render())
+    path = args.results / "verify.json"
+    write_json(
+        path,
+        {
+            "model": str(args.model),
+            "artifact": str(args.artifact),
+            "tolerance": TOLERANCE,
+            "threads": args.threads,
+            "checks": [asdict(check) | {"ok": check.ok} for check in checks],
+            "table": table.to_dict(),
+        },
+    )
+    print(f"wrote {path}")
+    return 0 if all(check.ok for check in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
