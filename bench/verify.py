@@ -27,7 +27,8 @@ import torch
 import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
 from tests.parity.test_flow import build_upstream as build_upstream_flow
 from tests.parity.test_hift import build_upstream as build_upstream_hift, upstream_draws
-from tests.parity.test_llm import _upstream as build_upstream_llm, _upstream_teacher_forced
+from tests.parity.test_llm import _upstream_teacher_forced
+from tests.parity.test_llm import build_upstream as build_upstream_llm
 
 # isort: on
 from bench.config import FULL, BenchConfig
@@ -52,6 +53,7 @@ VOCODER_FRAMES = 100
 class Check:
     name: str
     max_abs_error: float
+    reference_peak: float  # max |upstream output|: shows the error is measured on a live signal
     seconds: float
 
     @property
@@ -63,6 +65,10 @@ def _max_abs(got: np.ndarray, expected: np.ndarray) -> float:
     if got.shape != expected.shape:
         raise ValueError(f"shape {got.shape} differs from upstream's {expected.shape}")
     return float(np.abs(got.astype(np.float64) - expected.astype(np.float64)).max())
+
+
+def _peak(expected: np.ndarray) -> float:
+    return float(np.abs(expected).max())
 
 
 def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
@@ -94,6 +100,7 @@ def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads:
             Check(
                 f"llm logp, prefill + {DECODE_STEPS} decode steps ({name})",
                 max(errors),
+                _peak(np.stack(expected[1:])),
                 time.perf_counter() - start,
             )
         )
@@ -117,8 +124,12 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
         embedding = rng.standard_normal((1, config.flow.spk_embed_dim), dtype=np.float32)
         noise = ours.sample_noise(rng, prompt_frames + ours.mel_frames(FLOW_TOKENS))
         # Upstream draws its starting point with torch.randn_like(mu): hand it the same noise.
-        fixed_noise = lambda like: torch.from_numpy(noise.copy()).to(like.dtype)  # noqa: E731
-        with torch.inference_mode(), mock.patch.object(torch, "randn_like", fixed_noise):
+        with (
+            torch.inference_mode(),
+            mock.patch.object(
+                torch, "randn_like", lambda like, noise=noise: torch.from_numpy(noise.copy()).to(like.dtype)
+            ),
+        ):
             expected, _ = reference.inference(
                 token=torch.from_numpy(tokens),
                 token_len=torch.tensor([FLOW_TOKENS]),
@@ -135,6 +146,7 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
             Check(
                 f"flow mel, {FLOW_TOKENS} tokens ({label})",
                 _max_abs(got, expected.numpy()),
+                _peak(expected.numpy()),
                 time.perf_counter() - start,
             )
         )
@@ -146,14 +158,18 @@ def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, thre
     reference = build_upstream_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
     ours = Vocoder.load(artifact, threads)
     start = time.perf_counter()
-    mel = torch.randn(1, config.hift.in_channels, VOCODER_FRAMES, generator=torch.Generator().manual_seed(SEED))
+    mel = torch.randn(
+        1, config.hift.in_channels, VOCODER_FRAMES, generator=torch.Generator().manual_seed(SEED)
+    )
     torch.manual_seed(SEED)
     with torch.inference_mode():
         expected, _ = reference.inference(mel)
     phase, noise = upstream_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
     got = ours(mel.numpy(), phase=phase, noise=noise)
-    error = _max_abs(got, expected.reshape(-1).numpy())
-    return [Check(f"vocoder waveform, {VOCODER_FRAMES} mel frames", error, time.perf_counter() - start)]
+    expected = expected.reshape(-1).numpy()
+    error = _max_abs(got, expected)
+    name = f"vocoder waveform, {VOCODER_FRAMES} mel frames"
+    return [Check(name, error, _peak(expected), time.perf_counter() - start)]
 
 
 CHECKS: tuple[Callable[[ModelConfig, Path, Artifact, int], list[Check]], ...] = (
@@ -165,7 +181,9 @@ CHECKS: tuple[Callable[[ModelConfig, Path, Artifact, int], list[Check]], ...] = 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.verify", description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=FULL / "model", help="model directory (upstream's input)")
+    parser.add_argument(
+        "--model", type=Path, default=FULL / "model", help="model directory (upstream's input)"
+    )
     parser.add_argument("--artifact", type=Path, default=FULL / "artifact", help="our fp32 artifact from it")
     parser.add_argument("--results", type=Path, default=BenchConfig().results)
     # One thread each: the machine is shared, and parity does not depend on the thread count.
@@ -185,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(
         f"Full-size parity: {args.artifact.name} vs upstream (fp32)",
         ("check", "max abs error", f"tolerance {TOLERANCE:g}", "ok"),
+    )
+    table.notes.append(
+        "max |ours − upstream| over every output value; upstream's peak |value| is in verify.json"
     )
     for check in checks:
         table.add(check.name, f"{check.max_abs_error:.3g}", f"{TOLERANCE:g}", "yes" if check.ok else "NO")

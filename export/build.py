@@ -32,7 +32,7 @@ from function.contract import (
 )
 
 LLM_WEIGHT_MODES = ("fp32", "int8", "int4")
-_ONNX_DTYPES = {
+_ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
     onnx.TensorProto.INT64: "int64",
     onnx.TensorProto.INT32: "int32",

@@ -51,7 +51,7 @@ def _encoder_kwargs(config: EncoderConfig) -> dict:
     )
 
 
-def _upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> UpstreamLM:
+def build_upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> UpstreamLM:
     text_encoder = ConformerEncoder(
         **_encoder_kwargs(config.text_encoder),
         normalize_before=True,
@@ -82,7 +82,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     config = load_config(directory).llm
     state = part.random_state_dict(config, seed=7)
     graphs = part.export_graphs(part.load_module(state, config), config)
-    return config, _upstream(config, state), graphs
+    return config, build_upstream(config, state), graphs
 
 
 def _ours(graphs: dict, config: LLMConfig) -> LLM:
