@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +48,7 @@ AUDIO_FADE = 4  # provisional audio frames cross-faded; the rest of the look-ahe
 ALIGN_SEARCH = 8  # extra context tokens a window may take to start on a well-aligned frame
 VOCODER_CONTEXT = 8  # mel frames of left context for the vocoder
 VOCODER_LOOKAHEAD = 14  # provisional mel frames past the chunk end the vocoder sees (its receptive field)
+WARM_UP_TOKENS = 10  # enough to run every graph once; the flow's cost grows with it
 NOISE_BLOCK = 256  # noise is drawn in blocks of rows (frames, samples), so chunking does not change it
 
 
@@ -333,10 +335,21 @@ class Engine:
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
 
     def warm_up(self) -> None:
-        """One short synthesis through every graph, so first requests find warm caches and mapped pages."""
-        speaker = self.speakers[0] if self.speakers else None
-        if speaker is not None:
-            self.synthesize(SynthesisOptions(text="Hello.", speaker=speaker, seed=0))
+        """Every graph once on a short input, so the first request finds mapped pages and primed kernels.
+
+        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 20 tokens per text
+        token, seconds that on-demand INIT (10 s cap) and snapshot creation should not spend.
+        """
+        embedding = np.zeros((1, 192), dtype=np.float32)  # base models have no built-in speaker
+        empty = np.zeros((1, 0), dtype=np.int64)
+        voice = Voice(
+            embedding, embedding, empty, empty, empty, np.zeros((1, 0, self.flow.params.n_mels), np.float32)
+        )
+        rngs = tuple(np.random.default_rng(child) for child in np.random.SeedSequence(0).spawn(3))
+        generated = self.llm.generate(self._tokens("Hello."), empty, embedding, empty, rngs[0])
+        tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
+        stream = _SegmentStream(self, voice, rngs)
+        stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
 
 
 def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
