@@ -20,7 +20,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--artifact-int8", type=Path, default=None, help="default: ARTIFACT-int8")
     parser.add_argument("--artifact-int4", type=Path, default=None, help="default: ARTIFACT-int4")
     parser.add_argument("--results", type=Path, default=BenchConfig().results)
-    parser.add_argument("--runs", type=int, default=3, help="fresh processes per side (coldstart, lambda)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="fresh processes per side and page-cache state (coldstart)"
+    )
+    parser.add_argument("--lambda-runs", type=int, default=2, help="rounds of the lambda command")
     parser.add_argument("--speed-runs", type=int, default=1, help="runs per text in the speed command")
     parser.add_argument("--texts", default=",".join(TEXTS), help=f"speed texts, from {', '.join(TEXTS)}")
     parser.add_argument(
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         results=args.results,
         runs=args.runs,
+        lambda_runs=args.lambda_runs,
         threads=args.threads,
     )
     commands = (

@@ -5,6 +5,7 @@ it, drives one backend (ours or upstream) through the same steps and writes what
 
 Modes
   coldstart  imports → load → sessions → warm-up → first (streamed) response, with memory at each mark
+             (--until-ready stops after sessions)
   speed      after load and warm-up: non-streamed synthesis of each text (stage times, LLM ms/token),
              then the latency of the first streamed chunk
   worker     load, one response, then report and stay alive until stdin closes (separate processes)
@@ -47,6 +48,8 @@ def coldstart(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: a
     backend.import_stack()
     clock.mark("imports")
     backend.load(clock)  # marks "load" and "sessions"
+    if args.until_ready:
+        return {}
     backend.warm_up(workload["warm_up"])
     clock.mark("warm_up")
     chunks = backend.stream(workload["first"], True)
@@ -177,6 +180,7 @@ def main() -> None:
     parser.add_argument("--texts", default="")
     parser.add_argument("--stream-text", default="")
     parser.add_argument("--workers", default="1", help="forks: group sizes, e.g. 1,2,4")
+    parser.add_argument("--until-ready", action="store_true", help="coldstart: stop once the model is loaded")
     parser.add_argument("--restore", action="store_true", help="lambda: the SnapStart stand-in (fork)")
     args = parser.parse_args()
     workload = json.loads(args.workload.read_text())

@@ -41,23 +41,25 @@ def prime(files: list[Path]) -> None:
 
 
 def summarize_run(result: Any) -> dict[str, Any]:
+    """Seconds per phase and bytes of memory for one run; phases a run stopped before are None."""
     phases = result.phases
-    memory = result.data["clock"]["memory"]
+    clock = result.data["clock"]
+    responded = "response" in phases
     return {
         "imports": phases["interpreter"] + phases["imports"],
         "load": phases["load"],
         "sessions": phases["sessions"],
         "ready": result.since_spawn("sessions"),
-        "warm_up": phases["warm_up"],
-        "first_chunk": phases["first_chunk"],
-        "first_response": phases["first_chunk"] + phases["response"],
-        "total": result.since_spawn("response"),
-        "peak_rss": result.data["clock"]["final"]["peak_rss"],
-        "ready_anonymous": memory["sessions"]["anonymous"],
-        "ready_file_backed": memory["sessions"]["file_backed"],
-        "final_anonymous": result.data["clock"]["final"]["anonymous"],
-        "final_file_backed": result.data["clock"]["final"]["file_backed"],
-        "audio_seconds": result.data["audio_seconds"],
+        "warm_up": phases["warm_up"] if responded else None,
+        "first_chunk": phases["first_chunk"] if responded else None,
+        "first_response": phases["first_chunk"] + phases["response"] if responded else None,
+        "total": result.since_spawn("response") if responded else None,
+        "peak_rss": clock["final"]["peak_rss"],
+        "ready_anonymous": clock["memory"]["sessions"]["anonymous"],
+        "ready_file_backed": clock["memory"]["sessions"]["file_backed"],
+        "final_anonymous": clock["final"]["anonymous"],
+        "final_file_backed": clock["final"]["file_backed"],
+        "audio_seconds": result.data.get("audio_seconds"),
     }
 
 
@@ -77,7 +79,9 @@ def run(config: BenchConfig) -> tuple[dict[str, Any], list[Table]]:
                     for path in files[side]:
                         drop_page_cache(path)
                     resident = max(resident_fraction(path) for path in files[side])
-                summary = summarize_run(config.child(side, "coldstart"))
+                # Cold runs stop at ready: the page cache matters for loading; after that both are warm.
+                extra = ("--until-ready",) if cache == "cold" else ()
+                summary = summarize_run(config.child(side, "coldstart", None, *extra))
                 summary["resident_before"] = resident
                 runs[cache][side].append(summary)
                 print(
@@ -95,7 +99,7 @@ def table(runs: dict[str, list[dict[str, Any]]], cache: str, count: int) -> Tabl
     )
 
     def cell(side: str, key: str, fmt: Any) -> tuple[str, float | None]:
-        values = [run[key] for run in runs[side]]
+        values = [run[key] for run in runs[side] if run[key] is not None]
         middle = median(values)
         return f"{fmt(middle)} ({fmt(minimum(values))})", middle
 
@@ -114,10 +118,12 @@ def table(runs: dict[str, list[dict[str, Any]]], cache: str, count: int) -> Tabl
         upstream, upstream_value = cell("upstream", key, mib)
         result.add(label, ours, upstream, ratio(upstream_value, ours_value))
     audio = runs["ours"][0]["audio_seconds"] if runs["ours"] else None
-    result.notes.append(
-        f"first response: {audio and round(audio, 2)} s of audio, streamed; both sides warm up"
-        " with the same short text first"
-    )
+    if audio is not None:
+        result.notes.append(
+            f"first response: {audio:.2f} s of audio, streamed; both sides first warm up with the same text"
+        )
+    else:
+        result.notes.append("cold runs stop at ready: after loading, the page cache no longer differs")
     if cache == "cold":
         worst = max((run["resident_before"] or 0.0 for side in runs.values() for run in side), default=0.0)
         result.notes.append(f"cold: model files evicted before each run (at most {worst:.0%} still resident)")

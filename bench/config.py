@@ -30,6 +30,7 @@ class BenchConfig:
     )
     results: Path = ROOT / "bench" / "results"
     runs: int = 3
+    lambda_runs: int = 2  # each is three fresh processes per side
     threads: int | None = None
     timeout: float = 1200.0
 

@@ -47,15 +47,16 @@ def upstream(config: BenchConfig) -> dict[str, float]:
 def run(config: BenchConfig) -> tuple[dict[str, Any], list[Table]]:
     workload = config.workload()
     runs: dict[str, list[dict[str, float]]] = {"upstream": [], "ours": []}
-    for index in range(config.runs):
+    for index in range(config.lambda_runs):
         runs["upstream"].append(upstream(config))
         runs["ours"].append(ours(config, workload))
         print(
-            f"lambda run {index + 1}/{config.runs}: ours {runs['ours'][-1]}, upstream {runs['upstream'][-1]}",
+            f"lambda run {index + 1}/{config.lambda_runs}:"
+            f" ours {runs['ours'][-1]}, upstream {runs['upstream'][-1]}",
             flush=True,
         )
     result = Table(
-        f"Lambda-shaped start (median of {config.runs}; ours through awslambdaric + function.handler)",
+        f"Lambda-shaped start (median of {config.lambda_runs}; ours through awslambdaric + function.handler)",
         ("path to the first response", "ours", "upstream", "upstream / ours"),
     )
     for key, label in (

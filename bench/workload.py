@@ -22,12 +22,11 @@ SPEECH_TOKEN_RATE = 50  # speech tokens per second of audio (v1)
 WARM_UP_TEXT = "Hello."  # function.engine.Engine.warm_up's text: upstream gets the same warm-up
 FIRST_TEXT = "Good morning."  # the first request after a cold start, and each worker's request
 TEXTS = {
-    "short": "The quick brown fox jumps over the lazy dog.",
+    "short": "Good morning, how are you?",
     # 25 text tokens → 500 speech tokens = 10 s with random weights
     "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge,"
     " where the fishermen were already waiting for her to arrive.",
-    "paragraph": "The library opens at nine. Visitors may borrow up to five books at a time, and the reading"
-    " room stays quiet all day.",
+    "paragraph": "The library opens at nine. It closes at six, and the reading room stays quiet.",
 }
 
 
