@@ -29,13 +29,7 @@ from bench.stages import StageTimes
 
 def _install_stand_ins() -> None:
     """Make the reference classes importable without their unused heavy neighbours."""
-    import matcha
-
     import tests.upstream  # noqa: F401
-
-    # HyperPyYAML resolves `!name:` paths attribute by attribute (pydoc.locate): the matcha.utils
-    # stand-in must also be an attribute of its package.
-    matcha.utils = sys.modules["matcha.utils"]  # type: ignore[attr-defined]
 
     # cosyvoice.yaml names matcha.utils.audio.mel_spectrogram (`!name:`), whose module imports librosa's
     # mel filter bank at import time; SFT synthesis never calls it.

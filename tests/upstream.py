@@ -51,6 +51,7 @@ def install() -> None:
         package = types.ModuleType("matcha.utils")
         package.__path__ = [str(Path(spec.origin).parent / "utils")]
         sys.modules["matcha.utils"] = package
+        importlib.import_module("matcha").utils = package  # attribute lookups (HyperPyYAML's !name:) see it
 
 
 install()
