@@ -15,6 +15,12 @@ import logging
 import sys
 import types
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+    from export.config import EncoderConfig
 
 
 def _stub(name: str, **attrs: object) -> None:
@@ -55,3 +61,29 @@ def install() -> None:
 
 
 install()
+
+
+def build_encoder(config: EncoderConfig) -> torch.nn.Module:
+    """Upstream's Conformer/Transformer encoder as HyperPyYAML builds it from a cosyvoice.yaml node."""
+    from cosyvoice.transformer.encoder import ConformerEncoder, TransformerEncoder
+
+    common = dict(
+        input_size=config.input_size,
+        output_size=config.output_size,
+        attention_heads=config.attention_heads,
+        linear_units=config.linear_units,
+        num_blocks=config.num_blocks,
+        dropout_rate=0.1,  # inactive in eval(); the values are the release's
+        positional_dropout_rate=0.1,
+        attention_dropout_rate=0.0,
+        input_layer=config.input_layer,
+        pos_enc_layer_type=config.pos_enc_layer_type,
+        selfattention_layer_type="rel_selfattn",
+        normalize_before=config.normalize_before,
+        static_chunk_size=config.static_chunk_size,
+    )
+    if config.kind == "transformer":
+        return TransformerEncoder(**common)
+    return ConformerEncoder(
+        **common, use_cnn_module=config.use_cnn_module, macaron_style=config.macaron_style
+    )

@@ -21,7 +21,6 @@ from cosyvoice.flow.decoder import ConditionalDecoder  # noqa: E402
 from cosyvoice.flow.flow import MaskedDiffWithXvec  # noqa: E402
 from cosyvoice.flow.flow_matching import ConditionalCFM  # noqa: E402
 from cosyvoice.flow.length_regulator import InterpolateRegulator  # noqa: E402
-from cosyvoice.transformer.encoder import ConformerEncoder  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from export.config import FlowConfig, load_config  # noqa: E402
@@ -30,6 +29,7 @@ from export.parts import flow as flow_part  # noqa: E402
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
 from function.flow import Flow  # noqa: E402
 from function.graphs import Graph, session_options  # noqa: E402
+from tests.upstream import build_encoder  # noqa: E402
 
 pytestmark = pytest.mark.reference
 TOLERANCE = 1e-3
@@ -38,22 +38,7 @@ TOLERANCE = 1e-3
 def build_upstream(config: FlowConfig) -> MaskedDiffWithXvec:
     """The reference as HyperPyYAML builds it from cosyvoice.yaml's `flow:` node."""
     enc, est = config.encoder, config.estimator
-    encoder = ConformerEncoder(
-        input_size=enc.input_size,
-        output_size=enc.output_size,
-        attention_heads=enc.attention_heads,
-        linear_units=enc.linear_units,
-        num_blocks=enc.num_blocks,
-        dropout_rate=0.1,
-        positional_dropout_rate=0.1,
-        attention_dropout_rate=0.1,
-        normalize_before=enc.normalize_before,
-        input_layer=enc.input_layer,
-        pos_enc_layer_type=enc.pos_enc_layer_type,
-        selfattention_layer_type="rel_selfattn",
-        use_cnn_module=enc.use_cnn_module,
-        macaron_style=enc.macaron_style,
-    )
+    encoder = build_encoder(enc)
     estimator = ConditionalDecoder(
         in_channels=est.in_channels,
         out_channels=est.out_channels,

@@ -16,11 +16,11 @@ import torch
 # isort: off
 import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
 from cosyvoice.llm.llm import TransformerLM as UpstreamLM
-from cosyvoice.transformer.encoder import ConformerEncoder, TransformerEncoder
+from tests.upstream import build_encoder
 from cosyvoice.utils import common as upstream_common
 
 # isort: on
-from export.config import EncoderConfig, LLMConfig, load_config
+from export.config import LLMConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
 from export.parts import llm as part
 from function.artifact import LLMParams
@@ -34,30 +34,8 @@ TOLERANCE = 1e-3
 STEPS = 20
 
 
-def _encoder_kwargs(config: EncoderConfig) -> dict:
-    return dict(
-        input_size=config.input_size,
-        output_size=config.output_size,
-        attention_heads=config.attention_heads,
-        linear_units=config.linear_units,
-        num_blocks=config.num_blocks,
-        dropout_rate=0.1,
-        positional_dropout_rate=0.1,
-        attention_dropout_rate=0.0,
-        input_layer=config.input_layer,
-        pos_enc_layer_type=config.pos_enc_layer_type,
-        selfattention_layer_type="rel_selfattn",
-        static_chunk_size=config.static_chunk_size,
-    )
-
-
 def build_upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> UpstreamLM:
-    text_encoder = ConformerEncoder(
-        **_encoder_kwargs(config.text_encoder),
-        normalize_before=True,
-        use_cnn_module=False,
-        macaron_style=False,
-    )
+    text_encoder = build_encoder(config.text_encoder)
     model = UpstreamLM(
         text_encoder_input_size=config.text_encoder_input_size,
         llm_input_size=config.llm_input_size,
@@ -65,7 +43,7 @@ def build_upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> Upstrea
         text_token_size=config.text_token_size,
         speech_token_size=config.speech_token_size,
         text_encoder=text_encoder,
-        llm=TransformerEncoder(**_encoder_kwargs(config.llm)),
+        llm=build_encoder(config.llm),
         sampling=upstream_common.ras_sampling,
         spk_embed_dim=config.spk_embed_dim,
     )
