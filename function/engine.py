@@ -4,8 +4,9 @@ Requests flow one way: options → voice (who speaks) → text segments → chun
 one seed spawns, for each text segment, independent generators for the LLM's sampling, the flow's noise and
 the vocoder's source, so a seed pins the whole result and streaming does not change which tokens are drawn.
 
-Streaming. The LLM yields tokens one by one; every time enough have arrived for the next chunk (15 tokens,
-then 30, 60, 100: 25 tokens drawn before the first chunk instead of upstream's 120), the chunk's
+Streaming. The LLM yields tokens one by one; every time enough have arrived for the next chunk (25 tokens,
+then 50, then 100: 35 tokens drawn before the first chunk instead of upstream's 120; smaller first chunks
+did not arrive sooner, as each flow call has ~0.1 s of fixed per-node cost, but cost more calls), the chunk's
 tokens go through the flow together with at least `TOKEN_CONTEXT` tokens before it and `TOKEN_LOOKAHEAD`
 after it. Each window covers exactly its share of the utterance's mel frames and starts on an even frame
 near a token boundary, so the estimator's stride-2 U-Net sees the frame grid of a whole-utterance run;
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from function.prompt import PromptEncoder
 
 ENDOFPROMPT = "<|endofprompt|>"
-CHUNK_TOKENS = (15, 30, 60, 100)  # chunk sizes in speech tokens; the last one repeats
+CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
 TOKEN_CONTEXT = 20  # tokens before a chunk the flow also sees (at least)
 TOKEN_LOOKAHEAD = 10  # tokens after a chunk the flow waits for (and computes provisionally)
 MEL_FADE = 8  # provisional mel frames of a window cross-faded into the next window's head
