@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import torch
@@ -26,6 +25,7 @@ import torch
 # isort: off
 import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
 from tests.parity.test_flow import build_upstream as build_upstream_flow
+from tests.parity.test_flow import upstream_mel
 from tests.parity.test_hift import build_upstream as build_upstream_hift, upstream_draws
 from tests.parity.test_llm import _upstream_teacher_forced
 from tests.parity.test_llm import build_upstream as build_upstream_llm
@@ -123,30 +123,14 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
         prompt_mel = rng.standard_normal((1, prompt_frames, config.flow.output_size), dtype=np.float32)
         embedding = rng.standard_normal((1, config.flow.spk_embed_dim), dtype=np.float32)
         noise = ours.sample_noise(rng, prompt_frames + ours.mel_frames(FLOW_TOKENS))
-        # Upstream draws its starting point with torch.randn_like(mu): hand it the same noise.
-        with (
-            torch.inference_mode(),
-            mock.patch.object(
-                torch, "randn_like", lambda like, noise=noise: torch.from_numpy(noise.copy()).to(like.dtype)
-            ),
-        ):
-            expected, _ = reference.inference(
-                token=torch.from_numpy(tokens),
-                token_len=torch.tensor([FLOW_TOKENS]),
-                prompt_token=torch.from_numpy(prompt_tokens),
-                prompt_token_len=torch.tensor([n_prompt]),
-                prompt_feat=torch.from_numpy(prompt_mel),
-                prompt_feat_len=torch.tensor([prompt_frames]),
-                embedding=torch.from_numpy(embedding),
-                flow_cache=torch.zeros(1, config.flow.output_size, 0, 2),
-            )
+        expected = upstream_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
         got = ours(tokens, prompt_tokens, prompt_mel, embedding, noise)
         label = f"prompt {n_prompt} tokens + {prompt_frames} frames" if n_prompt else "no prompt"
         checks.append(
             Check(
                 f"flow mel, {FLOW_TOKENS} tokens ({label})",
-                _max_abs(got, expected.numpy()),
-                _peak(expected.numpy()),
+                _max_abs(got, expected),
+                _peak(expected),
                 time.perf_counter() - start,
             )
         )
