@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from bench.config import FULL, BenchConfig
+from bench.tables import seconds
 from bench.workload import TEXTS
 
 
@@ -23,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--runs", type=int, default=3, help="fresh processes per side and page-cache state (coldstart)"
     )
-    parser.add_argument("--lambda-runs", type=int, default=2, help="rounds of the lambda command")
+    parser.add_argument(
+        "--lambda-runs", type=int, default=1, help="rounds of the lambda command (each ~2 min)"
+    )
     parser.add_argument("--speed-runs", type=int, default=1, help="runs per text in the speed command")
     parser.add_argument("--texts", default=",".join(TEXTS), help=f"speed texts, from {', '.join(TEXTS)}")
     parser.add_argument(
@@ -65,10 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
+        started = time.monotonic()
         data, tables = _run(command, config, args)
         for table in tables:
             print(table.render())
-        print(f"wrote {config.save(command, data, tables)}\n", flush=True)
+        took = seconds(time.monotonic() - started)
+        print(f"wrote {config.save(command, data, tables)} ({command} took {took})\n", flush=True)
     return 0
 
 

@@ -30,7 +30,7 @@ class BenchConfig:
     )
     results: Path = ROOT / "bench" / "results"
     runs: int = 3
-    lambda_runs: int = 2  # each is three fresh processes per side
+    lambda_runs: int = 1  # each is two fresh runtimes per side; one round keeps `make bench` in budget
     threads: int | None = None
     timeout: float = 1200.0
 

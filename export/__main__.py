@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 USAGE = """\
-python -m export MODEL_DIR OUT_DIR [--llm-weights fp32|int8|int4] [--force]
+python -m export MODEL_DIR OUT_DIR [--llm-weights fp32|int8|int4] [--flow-weights fp32|int8] [--force]
        python -m export fake [--size tiny|full] [--seed N] [--legacy-weight-norm] DIR"""
 
 
@@ -26,6 +26,12 @@ def _export_parser() -> argparse.ArgumentParser:
         choices=("fp32", "int8", "int4"),
         default="fp32",
         help="weight-only quantisation of the LLM (flow and vocoder stay fp32)",
+    )
+    parser.add_argument(
+        "--flow-weights",
+        choices=("fp32", "int8"),
+        default="fp32",
+        help="int8 weights and dynamically quantised activations for the flow's MatMuls (~1.5x faster)",
     )
     parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
     parser.add_argument(
@@ -66,7 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _export_parser().parse_args(argv)
         from export.build import ExportOptions, export_model
 
-        options = ExportOptions(llm_weights=args.llm_weights, quality_report=not args.no_quality_report)
+        options = ExportOptions(
+            llm_weights=args.llm_weights,
+            flow_weights=args.flow_weights,
+            quality_report=not args.no_quality_report,
+        )
         summary = export_model(args.model_dir, args.out_dir, options, force=args.force)
         print("\n".join(summary.lines()))
         return 0

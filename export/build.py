@@ -19,9 +19,12 @@ from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
+from export.quantize import DYNAMIC_INT8, quantize_dynamic_int8
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, sha256_of
 from function.contract import (
+    FLOW_ENCODER,
+    FLOW_ESTIMATOR,
     FORMAT_VERSION,
     GRAPHS,
     MANIFEST_FILE,
@@ -32,6 +35,7 @@ from function.contract import (
 )
 
 LLM_WEIGHT_MODES = ("fp32", "int8", "int4")
+FLOW_WEIGHT_MODES = ("fp32", "int8")
 _ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
     onnx.TensorProto.INT64: "int64",
@@ -44,9 +48,10 @@ _ONNX_DTYPES: dict[int, str] = {
 class ExportOptions:
     llm_weights: str = "fp32"  # weight-only quantisation of the LLM's MatMuls: fp32 | int8 | int4
     quality_report: bool = True  # measure what quantisation costs (top-1 agreement, KL) against fp32
+    flow_weights: str = "fp32"  # dynamic int8 quantisation of the flow graphs' MatMuls: fp32 | int8
 
     def to_dict(self) -> dict:
-        return {"llm_weights": self.llm_weights}
+        return {"llm_weights": self.llm_weights, "flow_weights": self.flow_weights}
 
 
 @dataclass
@@ -163,6 +168,8 @@ def export_model(
 
     if options.llm_weights not in LLM_WEIGHT_MODES:
         raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
+    if options.flow_weights not in FLOW_WEIGHT_MODES:
+        raise ValueError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
     started = time.monotonic()
     if out_dir.exists() and not force:
         raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
@@ -171,7 +178,7 @@ def export_model(
     tokenizer_path = find_asset(TOKENIZER_ASSET, model_dir)
     summary = ExportSummary(out_dir=out_dir)
     parts = (("llm", llm, config.llm), ("flow", flow, config.flow), ("hift", hift, config.hift))
-    total_steps = len(parts) * 2 + 3 + (1 if options.llm_weights != "fp32" else 0)
+    total_steps = len(parts) * 2 + 3 + (options.llm_weights != "fp32") + (options.flow_weights != "fp32")
     step = 0
     graphs: dict[str, onnx.ModelProto] = {}
     quantization: dict[str, str] = {}
@@ -196,6 +203,12 @@ def export_model(
         quantization.update({name: options.llm_weights for name in llm_names})
         step += 1
         progress(step, total_steps, f"llm quantised ({options.llm_weights})", started)
+    if options.flow_weights != "fp32":
+        for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name):
+            graphs[name] = quantize_dynamic_int8(graphs[name])
+            quantization[name] = DYNAMIC_INT8
+        step += 1
+        progress(step, total_steps, "flow quantised (int8)", started)
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
@@ -229,7 +242,7 @@ def export_model(
             },
             params=config.params(),
             graphs=entries,
-            weights=FileEntry("weights.bin", store.size, sha256_of(staging / "weights.bin")),
+            weights=FileEntry("weights.bin", store.size, store.sha256()),  # hashed while written
             tokenizer=FileEntry(
                 TOKENIZER_ASSET,
                 (staging / TOKENIZER_ASSET).stat().st_size,
@@ -254,4 +267,4 @@ def export_model(
     return summary
 
 
-__all__ = ["ExportOptions", "ExportSummary", "LLM_WEIGHT_MODES", "export_model"]
+__all__ = ["ExportOptions", "ExportSummary", "FLOW_WEIGHT_MODES", "LLM_WEIGHT_MODES", "export_model"]

@@ -1,45 +1,94 @@
-"""Weight-only quantisation of in-memory ONNX graphs (onnxruntime's MatMulNBits).
+"""Quantisation of in-memory ONNX graphs' weight MatMuls, two onnxruntime schemes for two workloads.
 
-Every MatMul whose second input is a constant 2-D weight becomes MatMulNBits: symmetric blocks of
-`block_size` along the input dimension, one fp32 scale per block, `accuracy_level` 4 (the kernel
-quantises activations to int8 on the fly, the fast path on x86 and arm64). MatMuls between activations
-(attention scores) and everything else stay fp32. Quantisation is deterministic, so a weight shared by two
-graphs quantises to the same bytes and the writer still stores it once.
+LLM (`quantize_matmuls`, onnxruntime's MatMulNBits): symmetric blocks of `block_size` along the input
+dimension, one fp32 scale per block, `accuracy_level` 4 (the kernel quantises activations to int8 on the
+fly). Decode is a matrix-vector product bound by weight bandwidth, which 8/4-bit blocks cut.
+
+Flow (`quantize_dynamic_int8`, onnxruntime's dynamic quantisation): int8 weights with one scale per tensor,
+activations quantised to uint8 per call, u8s8 integer GEMM. The flow's MatMuls have hundreds of rows and are
+compute-bound; on AVX2 (no VNNI) they ran ~2.7x faster than fp32 (the estimator call 1.3-1.8x, attention
+stays fp32), while MatMulNBits 8-bit measured slower than fp32 there. Per-channel and reduced-range weights
+measured less accurate on the flow, and quantising the Conv layers too (ConvInteger) slower.
+
+MatMuls between activations (attention) and everything else stay fp32. Quantisation is deterministic, so a
+weight shared by two graphs quantises to the same bytes and the writer still stores it once.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import onnx
 
 BITS = {"int8": 8, "int4": 4}
 BLOCK_SIZE = 32
 ACCURACY_LEVEL = 4
+DYNAMIC_INT8 = "int8-dynamic"  # the manifest's name for quantize_dynamic_int8's scheme
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Mute onnxruntime.quantization's per-node log lines (it configures the root logger at INFO)."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def quantize_matmuls(model: onnx.ModelProto, mode: str, block_size: int = BLOCK_SIZE) -> onnx.ModelProto:
-    """A quantised copy of `model`; the input is left untouched."""
+    """A MatMulNBits copy of `model`; the input is left untouched."""
     # Imported here: it pulls in onnx_ir, which only the quantising export needs.
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     if mode not in BITS:
         raise ValueError(f"unknown weight quantisation {mode!r}; choose from {', '.join(BITS)}")
-    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(
-        logging.WARNING
-    )  # a line per node
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    quantizer = MatMulNBitsQuantizer(
-        copy,
-        bits=BITS[mode],
-        block_size=block_size,
-        is_symmetric=True,
-        accuracy_level=ACCURACY_LEVEL,
-        op_types_to_quantize=("MatMul",),
-    )
-    quantizer.process()
+    with _quiet():
+        quantizer = MatMulNBitsQuantizer(
+            copy,
+            bits=BITS[mode],
+            block_size=block_size,
+            is_symmetric=True,
+            accuracy_level=ACCURACY_LEVEL,
+            op_types_to_quantize=("MatMul",),
+        )
+        quantizer.process()
     return quantizer.model.model
 
 
-__all__ = ["ACCURACY_LEVEL", "BITS", "BLOCK_SIZE", "quantize_matmuls"]
+def quantize_dynamic_int8(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A dynamically quantised copy of `model` (MatMulInteger with a constant int8 B); input untouched.
+
+    The result is in onnxruntime's unfused form (DynamicQuantizeLinear, MatMulInteger, Cast, Mul);
+    export.optimize fuses it into DynamicQuantizeMatMul / MatMulIntegerToFloat."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="cosyvoice-quantize-") as tmp, _quiet():
+        target = Path(tmp) / "quantized.onnx"  # quantize_dynamic only writes files
+        quantize_dynamic(
+            model,
+            target,
+            op_types_to_quantize=["MatMul"],
+            per_channel=False,
+            reduce_range=False,
+            weight_type=QuantType.QInt8,
+        )
+        return onnx.load(str(target))
+
+
+__all__ = [
+    "ACCURACY_LEVEL",
+    "BITS",
+    "BLOCK_SIZE",
+    "DYNAMIC_INT8",
+    "quantize_dynamic_int8",
+    "quantize_matmuls",
+]

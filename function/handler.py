@@ -1,10 +1,11 @@
 """The Lambda entry point: `function.handler.lambda_handler`.
 
-INIT (module scope) loads the model through the one cached factory, so it is ready before the first
-event, and logs the startup phases (function.model). Under SnapStart the warm-up runs in the
-before-snapshot hook, so the snapshot holds warmed pages; after restore every random generator is
-reseeded (clones of one snapshot would otherwise draw the same "random" audio) and AWS clients are
-dropped (their connections belong to the snapshotted machine).
+INIT (module scope) starts loading the model through the one cached factory before anything else,
+imports the web stack while onnxruntime creates the sessions, and joins the load, so the model is ready
+before the first event (a load failure fails INIT); it logs the startup phases (function.model).
+Under SnapStart the warm-up runs in the before-snapshot hook, so the snapshot holds warmed pages;
+after restore every random generator is reseeded (clones of one snapshot would otherwise draw the same
+"random" audio) and AWS clients are dropped (their connections belong to the snapshotted machine).
 
 Events are dispatched by shape:
   API Gateway HTTP API (v2), REST API (v1), Function URL, ALB → the FastAPI app through Mangum
@@ -13,10 +14,20 @@ Events are dispatched by shape:
 Anything else raises `UnsupportedEvent`.
 """
 
+# ruff: noqa: E402 - the imports after `model.start_loading` come after it on purpose (see there)
+
 from __future__ import annotations
 
-import base64
 import os
+
+from function import model
+
+SNAPSTART = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start"
+# First thing at INIT: start the model load, then import the web stack while its sessions are created
+# (that releases the GIL).
+model.start_loading(warm_up=False if SNAPSTART else None)
+
+import base64
 import random
 import uuid
 from typing import Any
@@ -24,7 +35,6 @@ from typing import Any
 from mangum import Mangum
 from snapshot_restore_py import register_after_restore, register_before_snapshot
 
-from function import model
 from function.app import app
 from function.audio import encode, media_type
 from function.aws import reset_clients, s3_client
@@ -33,7 +43,6 @@ from function.errors import OutputTooLarge, TTSError
 from function.schema import SpeechJob, parse
 from function.settings import get_settings
 
-SNAPSTART = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start"
 PRESIGNED_URL_SECONDS = 3600
 
 
@@ -43,10 +52,10 @@ class UnsupportedEvent(TTSError):
 
 
 _settings = get_settings()
-_http = Mangum(app, lifespan="off")  # lifespan would run on every invocation: the model loads below
+_http = Mangum(app, lifespan="off")  # lifespan would run on every invocation: the model loads above
 if _settings.output_bucket is not None:
     s3_client()  # the first batch or direct request needs it; import boto3 during INIT, not then
-ENGINE = model.get_engine(warm_up=False if SNAPSTART else None)
+ENGINE = model.get_engine()  # INIT ends with the model ready, or with the load's error
 if not SNAPSTART:
     model.STARTUP.emit("init")
 

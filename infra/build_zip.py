@@ -8,6 +8,13 @@ CPython 3.12 on the chosen architecture, whatever this machine runs; then the `f
 added (never `export/`, never torch) and everything is zipped. The build fails if the unzipped size
 exceeds Lambda's 250 MB limit, because the deploy would fail later with a less helpful message.
 
+Bytecode: /var/task is read-only, so a zip without .pyc files makes every cold start compile every module
+it imports (measured: handler imports ~3x slower). When an interpreter of the runtime's version is found
+(`python3.12` on PATH, or --compile-with), the staged tree is compiled with it, hash-based and unchecked:
+the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc files. Without one the zip
+ships sources only and says so; the SnapStart variant then pays the compilation once, before its
+snapshot, rather than on every restore.
+
 The zip is reproducible (sorted entries, fixed timestamps): an unchanged build uploads under the same
 content hash, so `sam deploy` publishes no new version and takes no new SnapStart snapshot.
 """
@@ -85,6 +92,28 @@ def stage(target: Path, arch: str, python_version: str, pyproject: Path, package
     copy_package(package, target)
 
 
+def interpreter_version(interpreter: str) -> str:
+    result = subprocess.run(
+        [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise BuildError(f"cannot run {interpreter} to compile bytecode: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def compile_bytecode(root: Path, interpreter: str, python_version: str) -> None:
+    """Compile every module under `root` with `interpreter`, which must be the runtime's Python version
+    (bytecode is version-specific). Unchecked hashes: the .pyc stays valid whatever the files' mtimes."""
+    found = interpreter_version(interpreter)
+    if found != python_version:
+        raise BuildError(f"{interpreter} is Python {found}; the runtime's bytecode needs {python_version}")
+    command = [interpreter, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"]
+    result = subprocess.run([*command, str(root)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"compileall failed: {(result.stdout + result.stderr).strip()[-500:]}")
+
+
 def tree_files(root: Path) -> list[Path]:
     """Every regular file under root, in a stable order (the zip's entry order)."""
     return sorted(path for path in root.rglob("*") if path.is_file() and not path.is_symlink())
@@ -132,8 +161,18 @@ def write_zip(root: Path, out: Path) -> ZipReport:
     return ZipReport(out, len(files), total, out.stat().st_size)
 
 
-def build(arch: str, out: Path, work: Path, python_version: str, pyproject: Path, package: Path) -> ZipReport:
+def build(
+    arch: str,
+    out: Path,
+    work: Path,
+    python_version: str,
+    pyproject: Path,
+    package: Path,
+    compile_with: str | None,
+) -> ZipReport:
     stage(work, arch, python_version, pyproject, package)
+    if compile_with:
+        compile_bytecode(work, compile_with, python_version)
     check_size(work)
     return write_zip(work, out)
 
@@ -147,10 +186,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="staging directory (default build/zip-ARCH)")
     parser.add_argument("--python-version", default="3.12", help="the Lambda runtime's Python")
     parser.add_argument("--pyproject", type=Path, default=ROOT / "pyproject.toml")
+    parser.add_argument(
+        "--compile-with", help="interpreter of the runtime's version for .pyc (default: pythonX.Y on PATH)"
+    )
     args = parser.parse_args(argv)
     work = args.work or ROOT / "build" / f"zip-{args.arch}"
+    compile_with = args.compile_with or shutil.which(f"python{args.python_version}")
+    if not compile_with:
+        print(
+            f"warning: no python{args.python_version} found (--compile-with): the zip ships no bytecode,"
+            " so imports compile at every cold start (SnapStart: once, before the snapshot)",
+            file=sys.stderr,
+        )
     try:
-        report = build(args.arch, args.out, work, args.python_version, args.pyproject, ROOT / PACKAGE)
+        report = build(
+            args.arch, args.out, work, args.python_version, args.pyproject, ROOT / PACKAGE, compile_with
+        )
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,8 @@ weight in both graphs: identical bytes, stored once in weights.bin.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import cast
 
 import torch
 from torch import nn
@@ -207,6 +209,11 @@ class Encoder(nn.Module):
         self.after_norm = nn.LayerNorm(size, eps=1e-5)
         self.size = size
 
+    @property
+    def blocks(self) -> Iterable[Block]:
+        # nn.ModuleList iterates as plain nn.Module; every item here is a Block (built just above).
+        return cast("Iterable[Block]", self.encoders)
+
     def full(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Causal pass over x [1, T, input] → output [1, T, size] and per-layer caches [3, h, T, d_k]."""
         x = self.embed(x)
@@ -216,7 +223,7 @@ class Encoder(nn.Module):
         pos = sinusoid(distance, inverse_frequencies(self.size)).unsqueeze(0)
         allowed = steps.unsqueeze(0) <= steps.unsqueeze(1)  # causal: static_chunk_size 1
         caches = []
-        for block in self.encoders:
+        for block in self.blocks:
             x, cache = block.full(x, pos, allowed)
             caches.append(cache)
         return self.after_norm(x), caches
@@ -230,7 +237,7 @@ class Encoder(nn.Module):
         x = self.embed(x)
         pos = sinusoid(past_len.to(torch.float32).reshape(1), inverse_frequencies(self.size)).unsqueeze(0)
         rows = []
-        for block, layer_past in zip(self.encoders, past, strict=True):
+        for block, layer_past in zip(self.blocks, past, strict=True):
             x, new = block.step(x, pos, past_len, *layer_past)
             rows.append(new)
         return self.after_norm(x), rows

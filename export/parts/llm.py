@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as np
 import onnx
@@ -77,7 +78,9 @@ def _export(
     torch.onnx.export(
         module,
         args,
-        buffer,
+        # The TorchScript exporter writes to any binary file object; only the public signature is
+        # narrowed to paths (dynamo's). Keeping the graph in memory spares a temporary file.
+        cast(Any, buffer),
         dynamo=False,
         opset_version=OPSET,
         do_constant_folding=True,

@@ -180,20 +180,26 @@ def _print_response(invocation: Invocation, save: Path | None = None) -> None:
 
 
 PHASE_LABELS = {
-    "process": "interpreter, runtime client, web stack (FastAPI)",
-    "runtime_import": "runtime imports (onnxruntime, numpy, app)",
+    "process": "interpreter, runtime client",
+    "runtime_import": "runtime imports (numpy, onnxruntime, engine)",
     "artifact_fetch": "artifact open (mmap) or S3 read",
     "session_creation": "onnxruntime sessions",
     "warm_up": "warm-up synthesis",
+    "handler_init": "handler imports: web stack, edges (meanwhile)",
+    "load_wait": "waiting for the model load",
     "ready": "ready (since process start)",
     "restore": "after-restore hooks",
 }
 
 
-def startup_table(phases_ms: Mapping[str, float]) -> str:
-    """The INIT phases as a small table, the way the startup log record reports them."""
-    rows = ["# startup phase                                              ms"]
-    rows += [f"#   {PHASE_LABELS.get(name, name):<52} {ms:8.1f}" for name, ms in phases_ms.items()]
+def startup_table(record: Mapping[str, Any]) -> str:
+    """A startup log record's phases as a small table; phases of the loader thread are marked, as they
+    overlap the main thread's."""
+    concurrent = set(record.get("concurrent", ()))
+    rows = ["# startup phase (* loader thread, overlapping the others)       ms"]
+    for name, ms in record.get("phases_ms", {}).items():
+        label = ("* " if name in concurrent else "") + PHASE_LABELS.get(name, name)
+        rows.append(f"#   {label:<52} {ms:8.1f}")
     return "\n".join(rows)
 
 
@@ -223,7 +229,7 @@ def run(
         init = runtime.wait_init()
         print(f"# INIT {init * 1000:.0f} ms", file=sys.stderr)
         for record in runtime.log_records("init")[-1:]:
-            print(startup_table(record.get("phases_ms", {})), file=sys.stderr)
+            print(startup_table(record), file=sys.stderr)
         ok = True
         for clone in range(max(1, clones) if snapstart else 1):
             if snapstart:
@@ -251,6 +257,8 @@ def measure(
         init = cold.wait_init()
         first = cold.invoke(event)
         warm = min(cold.invoke(event).seconds for _ in range(warm_calls))
+        for record in cold.log_records("init")[-1:]:
+            print(startup_table(record), file=sys.stderr)
     with LocalLambda(env, snapstart=True, clones=1, handler=handler) as snap:
         snapshot = snap.wait_init()
         restore = snap.restore()

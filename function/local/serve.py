@@ -1,7 +1,8 @@
 """`python -m function serve --artifacts DIR`: the HTTP API under uvicorn (containers, Kubernetes).
 
-The model loads before the server binds its socket, so the first request finds it ready and /readyz
-is true from the start. Responses are not size-capped here, and `stream: true` is sent chunked.
+The model loads before the server binds its socket (on a thread of its own while uvicorn and the app
+are imported), so the first request finds it ready and /readyz is true from the start. Responses are
+not size-capped here, and `stream: true` is sent chunked.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.artifacts:
         os.environ["COSYVOICE_ARTIFACT"] = args.artifacts  # settings read the environment, once
+    from function.model import STARTUP, get_engine, start_loading
+
+    start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn
 
     from function.app import app
-    from function.model import STARTUP, get_engine
 
     get_engine()
     STARTUP.emit("init")

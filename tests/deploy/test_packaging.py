@@ -170,3 +170,30 @@ def test_size_check_fails_over_the_limit_and_names_the_largest_parts(tmp_path):
 
 def test_lambda_limit_is_250_mib():
     assert build_zip.UNZIPPED_LIMIT == 262_144_000
+
+
+def _running_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def test_bytecode_is_hash_based_and_unchecked_so_fixed_zip_timestamps_keep_it_valid(tmp_path):
+    root = _tree(tmp_path / "stage")
+    build_zip.compile_bytecode(root, sys.executable, _running_version())
+    pyc = next((root / "pkg" / "__pycache__").glob("__init__.*.pyc"))
+    flags = int.from_bytes(pyc.read_bytes()[4:8], "little")
+    assert flags == 0b01  # hash-based, source not checked (PEP 552)
+
+
+def test_bytecode_needs_the_runtime_python_version(tmp_path):
+    root = _tree(tmp_path / "stage")
+    with pytest.raises(build_zip.BuildError, match=r"bytecode needs 2\.7"):
+        build_zip.compile_bytecode(root, sys.executable, "2.7")
+    assert not (root / "pkg" / "__pycache__").exists()
+
+
+def test_dockerfile_compiles_the_function_package_after_copying_it():
+    instructions = _instructions()
+    copy = instructions.index(("COPY", "function/ ${LAMBDA_TASK_ROOT}/function/"))
+    compiles = [i for i, (op, args) in enumerate(instructions) if op == "RUN" and "compileall" in args]
+    assert compiles and compiles[0] > copy
+    assert "unchecked-hash" in instructions[compiles[0]][1]

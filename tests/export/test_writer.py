@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -75,3 +76,18 @@ def test_existing_target_needs_force(tmp_path: Path) -> None:
         (staging / "new").write_text("new")
     assert sorted(p.name for p in target.iterdir()) == ["new"]
     assert [p.name for p in tmp_path.iterdir()] == ["artifact"]
+
+
+def test_digest_is_the_sha256_of_the_file_on_disk(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    # 120 000 bytes is not a multiple of the alignment, so the next tensor starts after zero padding,
+    # and the digest is only right if that padding was hashed too.
+    first = rng.standard_normal((300, 100), dtype=np.float32)
+    second = rng.standard_normal((100, 300), dtype=np.float32)
+    bias = np.zeros(100, dtype=np.float32)
+    store = write_graphs(
+        tmp_path, {"a": matmul_model(first, bias), "b": matmul_model(second, np.zeros(300, np.float32))}
+    )
+    written = (tmp_path / "weights.bin").read_bytes()
+    assert len(written) > first.nbytes + second.nbytes  # padding is present
+    assert store.sha256() == hashlib.sha256(written).hexdigest()

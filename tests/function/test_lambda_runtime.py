@@ -113,6 +113,13 @@ def test_the_init_record_carries_every_phase(runtime: LocalLambda) -> None:
     phases = record["phases_ms"]
     assert list(phases)[-1] == "ready"
     assert {"process", "runtime_import", "artifact_fetch", "session_creation", "warm_up"} <= set(phases)
+    # The loader thread's phases overlap the main thread's, whose laps tile INIT up to ready.
+    loader = ["artifact_fetch", "session_creation", "warm_up"]
+    assert record["concurrent"] == loader
+    main = [name for name in phases if name not in loader]
+    assert main == ["process", "runtime_import", "handler_init", "load_wait", "ready"]
+    assert sum(phases[name] for name in main[:-1]) == pytest.approx(phases["ready"], abs=0.1)
+    assert sum(phases[name] for name in loader) <= phases["handler_init"] + phases["load_wait"]
     metrics = record["_aws"]["CloudWatchMetrics"][0]["Metrics"]
     assert {m["Name"] for m in metrics} == {f"startup.{name}" for name in phases}
     assert all(record[f"startup.{name}"] == value for name, value in phases.items())

@@ -7,6 +7,7 @@ THEN our ONNX graphs (run by function.flow.Flow in onnxruntime) match upstream w
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from unittest import mock
 
@@ -26,6 +27,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from export.config import FlowConfig, load_config  # noqa: E402
 from export.fake import CONFIG_TEMPLATE, SIZES  # noqa: E402
+from export.modules.flow import mish  # noqa: E402
 from export.parts import flow as flow_part  # noqa: E402
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
 from function.flow import Flow  # noqa: E402
@@ -123,6 +125,24 @@ def test_estimator_matches_upstream(setup, frames: int) -> None:
     )["velocity"]
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
+
+
+def test_estimator_graph_is_laid_out_fused(setup) -> None:
+    """One MultiHeadAttention per transformer block, one shared time projection, no Softplus."""
+    config, state, _, _ = setup
+    est = config.estimator
+    module = flow_part.load_module(state, config)
+    graph = flow_part.export_graphs(module, config)[FLOW_ESTIMATOR.name].graph
+    ops = Counter(node.op_type for node in graph.node)
+    stages = 2 * len(est.channels) + est.num_mid_blocks
+    assert ops["MultiHeadAttention"] == stages * est.n_blocks
+    assert ops["Gemm"] == 3  # time_mlp's two layers + every resnet's projection in one
+    assert ops["Softplus"] == 0
+
+
+def test_mish_matches_torch() -> None:
+    x = torch.cat([torch.linspace(-120, 120, 20001), torch.tensor([-3e38, -1e4, 19.99, 20.01, 1e4, 3e38])])
+    np.testing.assert_allclose(mish(x).numpy(), torch.nn.functional.mish(x).numpy(), rtol=2e-6, atol=1e-7)
 
 
 def upstream_mel(

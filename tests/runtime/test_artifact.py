@@ -84,3 +84,18 @@ def test_wrong_format_version_is_refused(tiny_artifact: Path, tmp_path: Path) ->
 def test_not_an_artifact(tmp_path: Path) -> None:
     with pytest.raises(ArtifactError, match="manifest.json is missing"):
         Artifact.open(tmp_path)
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_a_damaged_graph_is_an_artifact_error_naming_it(tiny_artifact: Path, tmp_path: Path, on_disk) -> None:
+    copy = tmp_path / "artifact"
+    shutil.copytree(tiny_artifact, copy)
+    graph = copy / "hift_f0.onnx"
+    graph.write_bytes(bytes(reversed(graph.read_bytes())))  # same size: the manifest's size check passes
+    artifact = (
+        Artifact.open(copy)
+        if on_disk
+        else Artifact.from_files({p.name: p.read_bytes() for p in copy.iterdir()})
+    )
+    with pytest.raises(ArtifactError, match="graph hift_f0 could not be loaded"):
+        Graph.load(artifact, "hift_f0", threads=1)
