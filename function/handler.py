@@ -1,8 +1,10 @@
 """The Lambda entry point: `function.handler.lambda_handler`.
 
 INIT (module scope) starts loading the model through the one cached factory before anything else,
-imports the web stack while onnxruntime creates the sessions, and joins the load, so the model is ready
-before the first event (a load failure fails INIT); it logs the startup phases (function.model).
+imports the rest of the handler while onnxruntime creates the sessions, and joins the load, so the model
+is ready before the first event (a load failure fails INIT); it logs the startup phases (function.model).
+The web stack (FastAPI, Mangum) is part of INIT under SnapStart and provisioned concurrency; an on-demand
+INIT leaves it to the first HTTP event, so direct and SQS cold starts never pay for it.
 Under SnapStart the warm-up runs in the before-snapshot hook, so the snapshot holds warmed pages;
 after restore every random generator is reseeded (clones of one snapshot would otherwise draw the same
 "random" audio) and AWS clients are dropped (their connections belong to the snapshotted machine).
@@ -22,20 +24,20 @@ import os
 
 from function import model
 
-SNAPSTART = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start"
-# First thing at INIT: start the model load, then import the web stack while its sessions are created
-# (that releases the GIL).
+INIT_TYPE = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
+SNAPSTART = INIT_TYPE == "snap-start"
+# First thing at INIT: start the model load, then import the rest while its sessions are created (that
+# releases the GIL).
 model.start_loading(warm_up=False if SNAPSTART else None)
 
 import base64
 import random
 import uuid
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from mangum import Mangum
 from snapshot_restore_py import register_after_restore, register_before_snapshot
 
-from function.app import app
 from function.audio import encode, media_type
 from function.aws import reset_clients, s3_client
 from function.batch import Written, handle_sqs, store, write_job
@@ -51,8 +53,26 @@ class UnsupportedEvent(TTSError):
     status = 400
 
 
+if TYPE_CHECKING:
+    from mangum import Mangum
+
+
+@cache
+def _http_adapter() -> Mangum:
+    """The FastAPI app behind Mangum (lifespan off: it would run on every invocation)."""
+    from mangum import Mangum
+
+    from function.app import app
+
+    return Mangum(app, lifespan="off")
+
+
 _settings = get_settings()
-_http = Mangum(app, lifespan="off")  # lifespan would run on every invocation: the model loads above
+# The web stack takes ~0.6 s to import (FastAPI alone ~0.5 s). An on-demand INIT is on a caller's clock
+# and direct or SQS events never need it, so there it loads with the first HTTP event; a snapshot or a
+# provisioned environment loads it now, while nobody waits.
+if INIT_TYPE != "on-demand":
+    _http_adapter()
 if _settings.output_bucket is not None:
     s3_client()  # the first batch or direct request needs it; import boto3 during INIT, not then
 ENGINE = model.get_engine()  # INIT ends with the model ready, or with the load's error
@@ -146,7 +166,7 @@ def direct_invoke(event: dict[str, Any]) -> dict[str, Any]:
 def lambda_handler(event: Any, context: Any) -> Any:
     kind = event_kind(event)
     if kind == "http":
-        return _http(event, context)
+        return _http_adapter()(event, context)
     if kind == "sqs":
         return handle_sqs(event)
     if kind == "direct":

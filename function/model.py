@@ -1,15 +1,15 @@
 """The one model of the process (one cached factory) and the record of how long it took to get ready.
 
-Lambda's INIT starts the load first thing (`start_loading`) and imports the web stack while it runs:
-creating onnxruntime sessions releases the GIL, so that import and the sessions overlap, and
+Lambda's INIT starts the load first thing (`start_loading`) and imports the rest of the handler while it
+runs: creating onnxruntime sessions releases the GIL, so those imports and the sessions overlap, and
 `get_engine()` joins the load before INIT ends. Startup phases, by the thread that runs them:
 
 Main thread; laps, each starting where the previous one ended, so they add up to `ready`:
   process           process start → the load starts (interpreter, runtime client, this module)
   runtime_import    numpy, onnxruntime and the engine's modules (here, not on the loader thread: imports
-                    hold the GIL, so there they would only interleave with the web stack's)
-  handler_init      the caller's work while the model loads: the handler's web stack (FastAPI, Mangum,
-                    the app), edges and S3 client; uvicorn and the app for `serve`
+                    hold the GIL, so there they would only interleave with the handler's)
+  handler_init      the caller's work while the model loads: the handler's imports (the web stack too,
+                    except in an on-demand INIT), edges and S3 client; uvicorn and the app for `serve`
   load_wait         waiting for the loader after that (~0 when it finished first)
   ready             process start → ready
 Loader thread; named in the record's `concurrent` field, they overlap handler_init and load_wait:

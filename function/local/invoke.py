@@ -185,7 +185,7 @@ PHASE_LABELS = {
     "artifact_fetch": "artifact open (mmap) or S3 read",
     "session_creation": "onnxruntime sessions",
     "warm_up": "warm-up synthesis",
-    "handler_init": "handler imports: web stack, edges (meanwhile)",
+    "handler_init": "handler imports, S3 client (meanwhile)",
     "load_wait": "waiting for the model load",
     "ready": "ready (since process start)",
     "restore": "after-restore hooks",

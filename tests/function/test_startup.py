@@ -1,9 +1,11 @@
-"""INIT starts the model load on a thread of its own, imports the web stack meanwhile and joins the load:
+"""INIT starts the model load on a thread of its own, imports the handler meanwhile and joins the load:
 the join hands over the engine or raises the load's own error, and the startup record stays honest."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -88,3 +90,29 @@ def test_a_graph_that_fails_to_load_fails_init_with_its_name(tiny_artifact: Path
     assert "flow_estimator" in error["errorMessage"]  # onnxruntime's own words, naming the graph file
     assert any("_create" in frame for frame in error["stackTrace"])  # raised by the background load
     assert runtime.log_records("init") == []
+
+
+@pytest.mark.parametrize(
+    ("init_type", "web_stack_at_init"),
+    [("on-demand", False), ("provisioned-concurrency", True), ("snap-start", True)],
+)
+def test_the_web_stack_loads_at_init_only_where_no_caller_waits(
+    tiny_artifact: Path, init_type: str, web_stack_at_init: bool
+) -> None:
+    code = (
+        "import sys, function.handler\n"
+        "at_init = 'fastapi' in sys.modules\n"
+        "function.handler._http_adapter()\n"
+        "print(at_init, 'fastapi' in sys.modules)\n"
+    )
+    env = {
+        **clean_env(),
+        "COSYVOICE_ARTIFACT": str(tiny_artifact),
+        "COSYVOICE_WARMUP": "0",
+        "AWS_LAMBDA_INITIALIZATION_TYPE": init_type,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=Path(__file__).parents[2], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == [str(web_stack_at_init), "True"]
