@@ -48,7 +48,8 @@ clean:
 	rm -rf $(DEMO) $(CACHE) build *.egg-info
 
 # Side-by-side benchmarks on full-size random weights (built on first use): tables on stdout, JSON and
-# bench/results/summary.md + phases.png. Takes up to ~20 minutes on 2 cores; see bench/__main__.py.
+# bench/results/summary.md + phases.png. First run ~20 minutes on 2 cores (model + three artifacts ~4.5, then
+# the measurements ~15); see bench/__main__.py.
 bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
 	test -f $(CACHE)/full/model/cosyvoice.yaml || $(BIN)/python -m export fake --size full $(CACHE)/full/model
