@@ -35,7 +35,9 @@ def _export_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists")
     parser.add_argument(
-        "--no-quality-report", action="store_true", help="skip measuring quantised LLM quality against fp32"
+        "--no-quality-report",
+        action="store_true",
+        help="skip measuring what quantisation costs against fp32 (LLM and flow)",
     )
     return parser
 

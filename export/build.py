@@ -19,7 +19,7 @@ from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
-from export.quantize import DYNAMIC_INT8, quantize_dynamic_int8
+from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, sha256_of
 from function.contract import (
@@ -47,7 +47,7 @@ _ONNX_DTYPES: dict[int, str] = {
 @dataclass(frozen=True)
 class ExportOptions:
     llm_weights: str = "fp32"  # weight-only quantisation of the LLM's MatMuls: fp32 | int8 | int4
-    quality_report: bool = True  # measure what quantisation costs (top-1 agreement, KL) against fp32
+    quality_report: bool = True  # measure what quantisation costs against fp32 (LLM: top-1, KL; flow: mel)
     flow_weights: str = "fp32"  # dynamic int8 quantisation of the flow graphs' MatMuls: fp32 | int8
 
     def to_dict(self) -> dict:
@@ -62,7 +62,7 @@ class ExportSummary:
     deduplicated_bytes: int = 0
     parameter_bytes: int = 0
     seconds: float = 0.0
-    quality: dict | None = None
+    quality: dict[str, dict] = field(default_factory=dict)  # per quantised part: its cost against fp32
 
     def lines(self) -> list[str]:
         rows = [f"artifact {self.out_dir}"]
@@ -72,8 +72,8 @@ class ExportSummary:
         ratio = total / self.parameter_bytes if self.parameter_bytes else float("nan")
         rows.append(f"  {'total':<24} {total / 2**20:10.2f} MiB ({ratio:.3f}x the fp32 checkpoint tensors)")
         rows.append(f"  shared tensors stored once: {self.deduplicated_bytes / 2**20:.1f} MiB saved")
-        if self.quality:
-            rows.append("  quantisation vs fp32: " + ", ".join(f"{k}={v}" for k, v in self.quality.items()))
+        for part, report in self.quality.items():
+            rows.append(f"  {part} quantisation vs fp32: " + ", ".join(f"{k}={v}" for k, v in report.items()))
         rows.append(f"  done in {self.seconds:.1f} s")
         return rows
 
@@ -198,15 +198,18 @@ def export_model(
         fp32 = {name: graphs[name] for name in llm_names}
         quantized = llm.quantize_graphs(fp32, options.llm_weights)
         if options.quality_report:
-            summary.quality = llm.quality_report(fp32, quantized, config.llm)
+            summary.quality["llm"] = llm.quality_report(fp32, quantized, config.llm)
         graphs.update(quantized)
         quantization.update({name: options.llm_weights for name in llm_names})
         step += 1
         progress(step, total_steps, f"llm quantised ({options.llm_weights})", started)
     if options.flow_weights != "fp32":
-        for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name):
-            graphs[name] = quantize_dynamic_int8(graphs[name])
-            quantization[name] = DYNAMIC_INT8
+        fp32 = {name: graphs[name] for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name)}
+        quantized = flow.quantize_graphs(fp32)
+        if options.quality_report:
+            summary.quality["flow"] = flow.quality_report(fp32, quantized, config.flow, config.params().flow)
+        graphs.update(quantized)
+        quantization.update(dict.fromkeys(quantized, DYNAMIC_INT8))
         step += 1
         progress(step, total_steps, "flow quantised (int8)", started)
 

@@ -12,15 +12,14 @@ from typing import Any, cast
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import torch
 
 from export.config import LLMConfig
 from export.modules.llm import CACHE_KINDS, DecodeStep, Prefill, TransformerLM
+from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
 from function.artifact import LLMParams
 from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, OPSET, llm_cache_input, llm_decode_spec
-from function.graphs import Graph, session_options
 from function.llm import LLM
 
 OUTPUT_SCALE = 8.0
@@ -132,17 +131,11 @@ def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, 
 
 
 def _llm(graphs: dict[str, onnx.ModelProto], config: LLMConfig, prepack: bool) -> LLM:
-    options = session_options(threads=2, prepack=prepack)
-
-    def graph(name: str, spec) -> Graph:  # type: ignore[no-untyped-def]
-        session = ort.InferenceSession(
-            graphs[name].SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        return Graph(session, spec)
-
-    params = LLMParams(speech_token_size=config.speech_token_size)
+    decode = llm_decode_spec(config.llm.num_blocks)
     return LLM(
-        graph("llm_prefill", LLM_PREFILL), graph("llm_decode", llm_decode_spec(config.llm.num_blocks)), params
+        in_memory_graph(graphs[LLM_PREFILL.name], LLM_PREFILL, prepack),
+        in_memory_graph(graphs[decode.name], decode, prepack),
+        LLMParams(speech_token_size=config.speech_token_size),
     )
 
 

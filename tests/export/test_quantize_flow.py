@@ -77,6 +77,16 @@ def test_manifest_records_flow_quantisation(tiny_int8_artifact: Path) -> None:
     assert manifest["export_options"]["flow_weights"] == "int8"
 
 
+def test_the_export_measures_what_flow_quantisation_costs(tiny_int8_artifact: Path) -> None:
+    quality = json.loads((tiny_int8_artifact / "manifest.json").read_text())["export_options"]["quality"]
+    assert set(quality) == {"flow"}  # the LLM stayed fp32: nothing to report for it
+    flow = quality["flow"]
+    # Same bound as the runtime check below: int8 moves the mel a little; 0 would mean nothing was
+    # quantised, ~1 a broken scale or layout.
+    assert 0 < flow["mel_relative_l2"] < 0.08
+    assert 0 < flow["mel_max_abs"] < flow["mel_peak"]
+
+
 @pytest.mark.parametrize("name", ["flow_encoder", "flow_estimator"])
 def test_no_weight_matmul_left_in_fp32(tiny_int8_artifact: Path, name: str) -> None:
     model = onnx.load(str(tiny_int8_artifact / f"{name}.onnx"), load_external_data=False)
