@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def _progress(step: int, total: int, label: str, started: float) -> None:
     filled = int(width * step / total)
     bar = "#" * filled + "-" * (width - filled)
     print(
-        f"\r[{bar}] {step}/{total} {label:<32} {time.monotonic() - started:6.1f} s", end="", file=sys.stderr
+        f"\r[{bar}] {step}/{total} {label:<44} {time.monotonic() - started:6.1f} s", end="", file=sys.stderr
     )
     if step == total:
         print(file=sys.stderr)
@@ -157,6 +158,17 @@ def _conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
     onnx.save_model(model, str(target))
 
 
+@dataclass
+class _Source:
+    """What every artifact of one export run is cut from: the model directory's fp32 graphs."""
+
+    model_dir: Path
+    config: ModelConfig
+    graphs: dict[str, onnx.ModelProto]
+    parameter_bytes: int
+    file_hashes: dict[str, str]
+
+
 def export_model(
     model_dir: Path,
     out_dir: Path,
@@ -164,45 +176,94 @@ def export_model(
     force: bool = False,
     progress: Callable[[int, int, str, float], None] = _progress,
 ) -> ExportSummary:
+    """One artifact from one model directory."""
+    return export_artifacts(model_dir, {out_dir: options}, force, progress)[0]
+
+
+def export_artifacts(
+    model_dir: Path,
+    targets: Mapping[Path, ExportOptions],
+    force: bool = False,
+    progress: Callable[[int, int, str, float], None] = _progress,
+) -> list[ExportSummary]:
+    """Several artifacts (e.g. fp32, int8, int4) from one pass through torch.
+
+    The torch export is most of an export's time and the same for every variant; each artifact then
+    quantises, optimises and writes its own copy of the fp32 graphs, which are left untouched.
+    """
+    for options in targets.values():
+        if options.llm_weights not in LLM_WEIGHT_MODES:
+            raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
+        if options.flow_weights not in FLOW_WEIGHT_MODES:
+            raise ValueError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
+    for out_dir in targets:
+        if out_dir.exists() and not force:
+            raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    started = time.monotonic()
+    total_steps = _TORCH_STEPS + sum(_artifact_steps(options) for options in targets.values())
+    steps = itertools.count(1)
+
+    def advance(label: str) -> None:
+        progress(next(steps), total_steps, label, started)
+
+    source = _export_fp32(model_dir, advance)
+    summaries = []
+    for out_dir, options in targets.items():
+        summary = _write_artifact(source, out_dir, options, force, advance)
+        summary.seconds = time.monotonic() - started
+        summaries.append(summary)
+    return summaries
+
+
+_TORCH_STEPS = 6  # each part: checkpoint loaded, graphs exported
+
+
+def _artifact_steps(options: ExportOptions) -> int:
+    return 3 + (options.llm_weights != "fp32") + (options.flow_weights != "fp32")
+
+
+def _export_fp32(model_dir: Path, advance: Callable[[str], None]) -> _Source:
     from export.parts import flow, hift, llm  # torch-heavy; imported when an export actually runs
 
-    if options.llm_weights not in LLM_WEIGHT_MODES:
-        raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
-    if options.flow_weights not in FLOW_WEIGHT_MODES:
-        raise ValueError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
-    started = time.monotonic()
-    if out_dir.exists() and not force:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
     check_model_dir(model_dir)
-    config: ModelConfig = load_config(model_dir)
-    tokenizer_path = find_asset(TOKENIZER_ASSET, model_dir)
-    summary = ExportSummary(out_dir=out_dir)
-    parts = (("llm", llm, config.llm), ("flow", flow, config.flow), ("hift", hift, config.hift))
-    total_steps = len(parts) * 2 + 3 + (options.llm_weights != "fp32") + (options.flow_weights != "fp32")
-    step = 0
+    config = load_config(model_dir)
+    find_asset(TOKENIZER_ASSET, model_dir)  # fail before the slow part, not after it
     graphs: dict[str, onnx.ModelProto] = {}
-    quantization: dict[str, str] = {}
-    for part_name, part, part_config in parts:
+    parameter_bytes = 0
+    for part_name, part, part_config in (
+        ("llm", llm, config.llm),
+        ("flow", flow, config.flow),
+        ("hift", hift, config.hift),
+    ):
         state = load_state_dict(model_dir / f"{part_name}.pt")
-        summary.parameter_bytes += sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
+        parameter_bytes += sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
         module = part.load_module(state, part_config)  # type: ignore[attr-defined]
-        step += 1
-        progress(step, total_steps, f"{part_name}.pt loaded", started)
+        advance(f"{part_name}.pt loaded")
         with torch.inference_mode(False), torch.no_grad():
             graphs.update(part.export_graphs(module, part_config))  # type: ignore[attr-defined]
         del module, state
-        step += 1
-        progress(step, total_steps, f"{part_name} exported", started)
+        advance(f"{part_name} exported")
+    file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
+    return _Source(model_dir, config, graphs, parameter_bytes, file_hashes)
+
+
+def _write_artifact(
+    source: _Source, out_dir: Path, options: ExportOptions, force: bool, advance: Callable[[str], None]
+) -> ExportSummary:
+    from export.parts import flow, llm
+
+    config, model_dir = source.config, source.model_dir
+    summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
+    graphs = dict(source.graphs)  # quantising and optimising make copies: the source stays fp32
+    quantization: dict[str, str] = {}
     if options.llm_weights != "fp32":
-        llm_names = [name for name in graphs if GRAPHS[name].role == "llm"]
-        fp32 = {name: graphs[name] for name in llm_names}
+        fp32 = {name: graphs[name] for name in graphs if GRAPHS[name].role == "llm"}
         quantized = llm.quantize_graphs(fp32, options.llm_weights)
         if options.quality_report:
             summary.quality["llm"] = llm.quality_report(fp32, quantized, config.llm)
         graphs.update(quantized)
-        quantization.update({name: options.llm_weights for name in llm_names})
-        step += 1
-        progress(step, total_steps, f"llm quantised ({options.llm_weights})", started)
+        quantization.update(dict.fromkeys(quantized, options.llm_weights))
+        advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
     if options.flow_weights != "fp32":
         fp32 = {name: graphs[name] for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name)}
         quantized = flow.quantize_graphs(fp32)
@@ -210,19 +271,15 @@ def export_model(
             summary.quality["flow"] = flow.quality_report(fp32, quantized, config.flow, config.params().flow)
         graphs.update(quantized)
         quantization.update(dict.fromkeys(quantized, DYNAMIC_INT8))
-        step += 1
-        progress(step, total_steps, "flow quantised (int8)", started)
+        advance(f"{out_dir.name}: flow quantised (int8)")
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
-    for name in list(graphs):
-        graphs[name] = optimize_graph(graphs[name])
-    step += 1
-    progress(step, total_steps, "graphs optimised", started)
+    graphs = {name: optimize_graph(graph) for name, graph in graphs.items()}
+    advance(f"{out_dir.name}: graphs optimised")
     with staging_directory(out_dir, force) as staging:
-        store = write_graphs(staging, graphs)
-        step += 1
-        progress(step, total_steps, "weights written", started)
+        store = write_graphs(staging, graphs)  # moves the tensors of these (optimised) copies out
+        advance(f"{out_dir.name}: weights written")
         entries = {
             name: _graph_entry(
                 staging / f"{name}.onnx", specs[name], True, quantization.get(name, "fp32"), OPTIMIZATION
@@ -230,19 +287,14 @@ def export_model(
             for name in graphs
         }
         for spec in OPTIONAL_GRAPHS:
-            source = model_dir / spec.file
-            if source.is_file():
-                _conform_io_names(source, staging / spec.file, spec)
+            shipped = model_dir / spec.file
+            if shipped.is_file():
+                _conform_io_names(shipped, staging / spec.file, spec)
                 entries[spec.name] = _graph_entry(staging / spec.file, spec, False, "fp32")
-        shutil.copyfile(tokenizer_path, staging / TOKENIZER_ASSET)
+        shutil.copyfile(find_asset(TOKENIZER_ASSET, model_dir), staging / TOKENIZER_ASSET)
         manifest = Manifest(
             format_version=FORMAT_VERSION,
-            source={
-                "name": model_dir.resolve().name,
-                "files": {
-                    path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()
-                },
-            },
+            source={"name": model_dir.resolve().name, "files": source.file_hashes},
             params=config.params(),
             graphs=entries,
             weights=FileEntry("weights.bin", store.size, store.sha256()),  # hashed while written
@@ -261,13 +313,18 @@ def export_model(
             },
         )
         (staging / MANIFEST_FILE).write_text(manifest.dumps(), encoding="utf-8")
-        step += 1
-        progress(step, total_steps, "manifest written", started)
+        advance(f"{out_dir.name}: manifest written")
     summary.graph_sizes = {name: entry.size for name, entry in entries.items()}
     summary.weights_size = store.size
     summary.deduplicated_bytes = store.deduplicated_bytes
-    summary.seconds = time.monotonic() - started
     return summary
 
 
-__all__ = ["ExportOptions", "ExportSummary", "FLOW_WEIGHT_MODES", "LLM_WEIGHT_MODES", "export_model"]
+__all__ = [
+    "ExportOptions",
+    "ExportSummary",
+    "FLOW_WEIGHT_MODES",
+    "LLM_WEIGHT_MODES",
+    "export_artifacts",
+    "export_model",
+]

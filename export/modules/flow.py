@@ -4,8 +4,8 @@ Every parameter is named exactly as in upstream's flow.pt, so the checkpoint loa
 Two graphs are cut from it:
 
 - `FlowEncoderGraph`: speech tokens → `mu` (encoder, projection, length regulator) and `spks` (speaker
-  affine). The encoder always sees one unpadded sequence, so upstream's padding masks (all ones there)
-  are left out.
+  affine). The encoder is export.modules.conformer's with full attention (static_chunk_size 0). It always
+  sees one unpadded sequence, so upstream's padding masks (all ones there) are left out.
 - `ConditionalDecoder` (the estimator): one velocity evaluation of the flow-matching ODE. The Euler loop
   and classifier-free guidance stay outside, in the runtime.
 """
@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from export.config import EncoderConfig, EstimatorConfig, FlowConfig
+from export.config import EstimatorConfig, FlowConfig
+from export.modules.conformer import Encoder, check_encoder
 
 # Upstream hard-codes the mel frame rate inside the flow (22050 Hz, hop 256), independent of the config.
 MEL_SAMPLE_RATE = 22050
@@ -36,14 +37,9 @@ def mel_frames(n_tokens: int, input_frame_rate: int) -> int:
 
 def check_config(config: FlowConfig) -> None:
     """Refuse configurations these modules do not reproduce (raises ValueError with one line)."""
-    enc, est = config.encoder, config.estimator
+    check_encoder(config.encoder, "flow.encoder", causal=False)
+    est = config.estimator
     problems = [
-        (enc.kind != "conformer", f"encoder kind {enc.kind!r} (expected conformer)"),
-        (enc.input_layer != "linear", f"encoder input_layer {enc.input_layer!r} (expected 'linear')"),
-        (enc.pos_enc_layer_type != "rel_pos_espnet", f"encoder pos_enc {enc.pos_enc_layer_type!r}"),
-        (not enc.normalize_before, "encoder normalize_before=False"),
-        (enc.macaron_style or enc.use_cnn_module, "encoder macaron/cnn modules"),
-        (enc.static_chunk_size != 0, "a chunked (causal) flow encoder"),
         (est.act_fn != "gelu", f"estimator act_fn {est.act_fn!r} (expected 'gelu')"),
         (est.in_channels != 4 * config.output_size, "estimator in_channels != 4 * output_size"),
         (config.length_regulator_channels != config.output_size, "length regulator channels != output_size"),
@@ -70,110 +66,6 @@ class Mish(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return mish(x)
-
-
-# --- encoder: Conformer with espnet relative positions (no macaron, no conv module) ---------------------
-
-
-def relative_positions(length: int, size: int) -> torch.Tensor:
-    """Sinusoids for relative positions length-1 … -(length-1), interleaved sin/cos: [1, 2*length-1, size]."""
-    offsets = torch.arange(2 * length - 1)
-    positions = ((length - 1) - offsets).to(torch.float32)
-    inv_freq = torch.exp(torch.arange(0, size, 2, dtype=torch.float32) * -(math.log(10000.0) / size))
-    angles = positions.unsqueeze(1) * inv_freq  # [2L-1, size/2]
-    return torch.stack([angles.sin(), angles.cos()], dim=2).reshape(1, -1, size)
-
-
-def relative_to_absolute(scores: torch.Tensor) -> torch.Tensor:
-    """[B, H, T, 2T-1] scores by relative offset → [B, H, T, T] by key: out[i, j] = scores[i, T-1-i+j]."""
-    length = scores.shape[2]
-    steps = torch.arange(length)
-    index = (length - 1) - steps.unsqueeze(1) + steps.unsqueeze(0)  # [T, T]
-    return scores.gather(3, index.expand(scores.shape[0], scores.shape[1], length, length))
-
-
-class RelPositionAttention(nn.Module):
-    """Transformer-XL style self-attention with learned content (u) and position (v) biases."""
-
-    def __init__(self, size: int, heads: int) -> None:
-        super().__init__()
-        self.heads, self.head_dim = heads, size // heads
-        self.linear_q = nn.Linear(size, size)
-        self.linear_k = nn.Linear(size, size)
-        self.linear_v = nn.Linear(size, size)
-        self.linear_out = nn.Linear(size, size)
-        self.linear_pos = nn.Linear(size, size, bias=False)
-        self.pos_bias_u = nn.Parameter(torch.zeros(heads, self.head_dim))
-        self.pos_bias_v = nn.Parameter(torch.zeros(heads, self.head_dim))
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(x.shape[0], -1, self.heads, self.head_dim)  # [B, T, H, d]
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        q = self._split(self.linear_q(x))
-        k = self._split(self.linear_k(x)).transpose(1, 2)  # [B, H, T, d]
-        v = self._split(self.linear_v(x)).transpose(1, 2)
-        p = self._split(self.linear_pos(pos)).transpose(1, 2)  # [1, H, 2T-1, d]
-        content = torch.matmul((q + self.pos_bias_u).transpose(1, 2), k.transpose(2, 3))
-        position = relative_to_absolute(
-            torch.matmul((q + self.pos_bias_v).transpose(1, 2), p.transpose(2, 3))
-        )
-        weights = torch.softmax((content + position) / math.sqrt(self.head_dim), dim=-1)
-        context = torch.matmul(weights, v).transpose(1, 2)  # [B, T, H, d]
-        return self.linear_out(context.reshape(x.shape[0], -1, self.heads * self.head_dim))
-
-
-class FeedForward(nn.Module):
-    def __init__(self, size: int, units: int) -> None:
-        super().__init__()
-        self.w_1 = nn.Linear(size, units)
-        self.w_2 = nn.Linear(units, size)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(F.silu(self.w_1(x)))
-
-
-class ConformerLayer(nn.Module):
-    """Pre-norm block: relative-position self-attention, then a SiLU feed-forward."""
-
-    def __init__(self, size: int, heads: int, units: int) -> None:
-        super().__init__()
-        self.self_attn = RelPositionAttention(size, heads)
-        self.feed_forward = FeedForward(size, units)
-        self.norm_ff = nn.LayerNorm(size, eps=1e-12)
-        self.norm_mha = nn.LayerNorm(size, eps=1e-12)
-
-    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        x = x + self.self_attn(self.norm_mha(x), pos)
-        return x + self.feed_forward(self.norm_ff(x))
-
-
-class LinearInput(nn.Module):
-    def __init__(self, input_size: int, size: int) -> None:
-        super().__init__()
-        self.out = nn.Sequential(nn.Linear(input_size, size), nn.LayerNorm(size, eps=1e-5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(x)
-
-
-class ConformerEncoder(nn.Module):
-    def __init__(self, config: EncoderConfig) -> None:
-        super().__init__()
-        self.size = config.output_size
-        self.embed = LinearInput(config.input_size, config.output_size)
-        self.encoders = nn.ModuleList(
-            ConformerLayer(config.output_size, config.attention_heads, config.linear_units)
-            for _ in range(config.num_blocks)
-        )
-        self.after_norm = nn.LayerNorm(config.output_size, eps=1e-5)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [1, T, input_size] → [1, T, size]
-        x = self.embed(x) * math.sqrt(self.size)
-        pos = relative_positions(x.shape[1], self.size)
-        for layer in self.encoders:
-            x = layer(x, pos)
-        return self.after_norm(x)
 
 
 # --- length regulator ------------------------------------------------------------------------------------
@@ -522,12 +414,12 @@ class FlowModel(nn.Module):
         self.config = config
         self.input_embedding = nn.Embedding(config.vocab_size, config.input_size)
         self.spk_embed_affine_layer = nn.Linear(config.spk_embed_dim, config.output_size)
-        self.encoder = ConformerEncoder(config.encoder)
+        self.encoder = Encoder(config.encoder)
         self.encoder_proj = nn.Linear(config.encoder.output_size, config.output_size)
+        self.decoder = CFMHolder(ConditionalDecoder(config.estimator))  # upstream's order of creation
         self.length_regulator = InterpolateRegulator(
             config.length_regulator_channels, len(config.sampling_ratios)
         )
-        self.decoder = CFMHolder(ConditionalDecoder(config.estimator))
 
 
 class FlowEncoderGraph(nn.Module):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -71,3 +72,44 @@ def test_existing_output_needs_force(tiny_model_dir: Path, tmp_path: Path) -> No
     out = tmp_path / "out"
     out.mkdir()
     assert "--force" in one_line_error(run_cli("-m", "export", str(tiny_model_dir), str(out)))
+
+
+def test_usage_errors_are_one_line(tiny_model_dir: Path, tmp_path: Path) -> None:
+    line = one_line_error(
+        run_cli("-m", "export", str(tiny_model_dir), str(tmp_path / "a"), "--also", f"{tmp_path}/b:llm=int3")
+    )
+    assert "llm=int3" in line
+    assert "--llm-weights" in one_line_error(run_cli("-m", "export", str(tiny_model_dir), "--llm-weights"))
+    assert not (tmp_path / "a").exists()
+
+
+def test_also_names_each_directory_once(tiny_model_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert "twice" in one_line_error(
+        run_cli("-m", "export", str(tiny_model_dir), str(out), "--also", f"{out}:llm=int8")
+    )
+    assert not out.exists()
+
+
+def _manifest(artifact: Path) -> dict:
+    return json.loads((artifact / "manifest.json").read_text())
+
+
+def test_artifacts_from_one_run_equal_separate_exports(
+    tiny_model_dir: Path, tiny_artifact: Path, tmp_path: Path
+) -> None:
+    """`--also` shares the torch export only: each artifact is byte for byte what its own export writes.
+
+    The quantised artifact comes first, so an fp32 artifact equal to the plain export also shows that
+    quantising left the shared fp32 graphs alone."""
+    together, fp32, single = tmp_path / "int4", tmp_path / "fp32", tmp_path / "int4-single"
+    quantised = ("--llm-weights", "int4", "--flow-weights", "int8", "--no-quality-report")
+    result = run_cli(
+        "-m", "export", str(tiny_model_dir), str(together), *quantised, "--also", f"{fp32}:llm=fp32"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("done in") == 2  # a summary per artifact
+    assert run_cli("-m", "export", str(tiny_model_dir), str(single), *quantised).returncode == 0
+    assert _manifest(fp32) == _manifest(tiny_artifact)
+    assert _manifest(together) == _manifest(single)
+    assert _manifest(together)["weights"] != _manifest(fp32)["weights"]

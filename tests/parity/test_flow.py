@@ -145,6 +145,11 @@ def test_mish_matches_torch() -> None:
     np.testing.assert_allclose(mish(x).numpy(), torch.nn.functional.mish(x).numpy(), rtol=2e-6, atol=1e-7)
 
 
+def test_random_checkpoint_keys_come_in_upstreams_order(setup) -> None:
+    _, state, reference, _ = setup
+    assert list(state) == list(reference.state_dict())
+
+
 def upstream_mel(
     reference: MaskedDiffWithXvec,
     tokens: np.ndarray,

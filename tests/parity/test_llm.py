@@ -63,6 +63,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     return config, build_upstream(config, state), graphs
 
 
+def test_random_checkpoint_keys_come_in_upstreams_order(setup) -> None:
+    config, upstream, _ = setup
+    assert list(part.random_state_dict(config, seed=7)) == list(upstream.state_dict())
+
+
 def _ours(graphs: dict, config: LLMConfig) -> LLM:
     options = session_options(threads=1, prepack=False)
 

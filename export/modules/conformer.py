@@ -1,0 +1,298 @@
+"""CosyVoice v1's encoder (wenet Conformer/Transformer, espnet relative positions), shared by LLM and flow.
+
+Parameter names equal upstream's state_dict keys, so released llm.pt and flow.pt load with strict=True. Only
+what v1 configures is rebuilt (checked by `check_encoder`): pre-LN blocks of relative-position attention and
+a feed-forward, no macaron half-step, no convolution module.
+
+- espnet relative positions (`rel_pos_espnet`): x·√d after the input layer; the score of query i on key j
+  adds (q_i + pos_bias_v)·linear_pos(pe(i − j)), with pe the sinusoid of the signed distance.
+- A full-sequence pass computes that term over all 2T−1 distances and applies espnet's rel_shift, as
+  upstream does. The LLM's encoders are causal (static_chunk_size 1, a masked softmax); the flow's attends
+  everywhere (static_chunk_size 0), so its graph holds no mask at all.
+- A decode step never recomputes linear_pos over the whole context (upstream does, every step): the
+  projected rows P[r] = linear_pos(pe(r)) depend only on the distance r ≥ 0, so they are cached beside
+  K and V (prefill emits r = 0..T−1, each step adds the one new distance r = t). The step then costs
+  O(context) like plain attention.
+
+Every path takes one sequence, [1, T, size], as every graph built on it does. Linear layers always see 3-D
+inputs so the exporter emits MatMul with the same folded (transposed) weight in the LLM's prefill and
+decode graphs: identical bytes, stored once in weights.bin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import cast
+
+import torch
+from torch import nn
+
+from export.config import EncoderConfig
+
+
+def sinusoid(distance: torch.Tensor, div_term: torch.Tensor) -> torch.Tensor:
+    """pe(r) for float distances r [n] → [n, d], sin/cos interleaved exactly like upstream's table."""
+    angles = distance.unsqueeze(1) * div_term.unsqueeze(0)  # [n, d/2]
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).flatten(1)
+
+
+def inverse_frequencies(size: int) -> torch.Tensor:
+    """upstream's div_term; built in forward (the exporter folds it) so meta-device construction works."""
+    return torch.exp(torch.arange(0, size, 2, dtype=torch.float32) * -(math.log(10000.0) / size))
+
+
+def _rel_shift(x: torch.Tensor, time: int | torch.Tensor) -> torch.Tensor:
+    """espnet rel_shift for [h, T, 2T−1] → [h, T, T]: entry (i, j) becomes distance i − j."""
+    heads, rows, cols = x.shape
+    padded = torch.cat([torch.zeros(heads, rows, 1, dtype=x.dtype), x], dim=-1)
+    shifted = padded.reshape(heads, cols + 1, rows)[:, 1:].reshape(heads, rows, cols)
+    return shifted[:, :, :time]
+
+
+class RelPositionAttention(nn.Module):
+    """upstream RelPositionMultiHeadedAttention (espnet flavour): a whole sequence, or one cached step."""
+
+    def __init__(self, size: int, heads: int) -> None:
+        super().__init__()
+        self.h = heads
+        self.d_k = size // heads
+        self.linear_q = nn.Linear(size, size)
+        self.linear_k = nn.Linear(size, size)
+        self.linear_v = nn.Linear(size, size)
+        self.linear_out = nn.Linear(size, size)
+        self.linear_pos = nn.Linear(size, size, bias=False)
+        self.pos_bias_u = nn.Parameter(torch.empty(heads, self.d_k))
+        self.pos_bias_v = nn.Parameter(torch.empty(heads, self.d_k))
+        nn.init.xavier_uniform_(self.pos_bias_u)
+        nn.init.xavier_uniform_(self.pos_bias_v)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """[1, T, size] → [heads, T, d_k]"""
+        return x.reshape(-1, self.h, self.d_k).transpose(0, 1)
+
+    def _attend(
+        self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The whole-sequence pass: output [1, T, size] and its heads k, v [h, T, d_k], p [h, 2T−1, d_k]."""
+        q = self.linear_q(x).reshape(-1, self.h, self.d_k)  # [T, h, d_k]
+        k = self._heads(self.linear_k(x))
+        v = self._heads(self.linear_v(x))
+        p = self._heads(self.linear_pos(pos))  # [h, 2T-1, d_k]; index m is distance T-1-m
+        q_u = (q + self.pos_bias_u).transpose(0, 1)
+        q_v = (q + self.pos_bias_v).transpose(0, 1)
+        matrix_ac = torch.matmul(q_u, k.transpose(1, 2))  # [h, T, T]
+        matrix_bd = _rel_shift(torch.matmul(q_v, p.transpose(1, 2)), x.shape[1])
+        scores = (matrix_ac + matrix_bd) / math.sqrt(self.d_k)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        context = torch.matmul(torch.softmax(scores, dim=-1), v)  # [h, T, d_k]
+        out = self.linear_out(context.transpose(0, 1).reshape(1, -1, self.h * self.d_k))
+        return out, k, v, p
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        """x [1, T, size], pos = pe over distances T−1 … −(T−1) [1, 2T−1, size], allowed [T, T] bool
+        (None: every key) → [1, T, size]."""
+        return self._attend(x, pos, allowed)[0]
+
+    def prefill(
+        self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward`, plus the layer's cache [3, heads, T, d_k] (P rows for r = 0..T−1) for `step`."""
+        out, k, v, p = self._attend(x, pos, allowed)
+        rows = torch.flip(p[:, : x.shape[1]], dims=[1])  # distances 0..T-1
+        return out, torch.stack([k, v, rows])
+
+    def step(
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        past_len: torch.Tensor,
+        past_key: torch.Tensor,
+        past_value: torch.Tensor,
+        past_pos: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One new position t = past_len attending to the t cached ones and itself.
+
+        x [1, 1, size]; pos = pe(t) [1, 1, size]; past_* [h, capacity, d_k], rows ≥ t unused (finite).
+        Returns the output [1, 1, size] and the new rows [3, h, 1, d_k] (key, value, P for distance t).
+        """
+        capacity = past_key.shape[1]
+        q = self.linear_q(x).reshape(self.h, 1, self.d_k)
+        k = self.linear_k(x).reshape(self.h, 1, self.d_k)
+        v = self.linear_v(x).reshape(self.h, 1, self.d_k)
+        p = self.linear_pos(pos).reshape(self.h, 1, self.d_k)
+        q_u = q + self.pos_bias_u.unsqueeze(1)
+        q_v = q + self.pos_bias_v.unsqueeze(1)
+        # Content scores: cached keys, then the new key.
+        ac_past = torch.matmul(q_u, past_key.transpose(1, 2))  # [h, 1, capacity]
+        ac_new = torch.matmul(q_u, k.transpose(1, 2))  # [h, 1, 1]
+        # Position scores by distance: cached rows hold r = 0..t-1, the new row is r = t. Cached key j is
+        # at distance t - j (so key 0 uses the new row), the new key at distance 0.
+        bd_by_distance = torch.cat(
+            [torch.matmul(q_v, past_pos.transpose(1, 2)), torch.matmul(q_v, p.transpose(1, 2))], 2
+        )
+        keys = torch.arange(capacity, dtype=torch.int64)
+        distance = torch.where(keys == 0, capacity, (past_len - keys).clamp(min=0))
+        bd_past = torch.index_select(bd_by_distance, 2, distance)
+        bd_new = bd_by_distance[:, :, :1]
+        past_scores = (ac_past + bd_past) / math.sqrt(self.d_k)
+        past_scores = past_scores.masked_fill(keys >= past_len, float("-inf"))
+        scores = torch.cat([past_scores, (ac_new + bd_new) / math.sqrt(self.d_k)], 2)
+        weights = torch.softmax(scores, dim=-1)
+        context = torch.matmul(weights[:, :, :-1], past_value) + weights[:, :, -1:] * v  # [h, 1, d_k]
+        out = self.linear_out(context.reshape(1, 1, self.h * self.d_k))
+        return out, torch.stack([k, v, p])
+
+
+class FeedForward(nn.Module):
+    def __init__(self, size: int, units: int, activation: nn.Module) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(size, units)
+        self.activation = activation
+        self.w_2 = nn.Linear(units, size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.activation(self.w_1(x)))
+
+
+class Block(nn.Module):
+    """Pre-LN attention + feed-forward block. Upstream names its norms by encoder kind."""
+
+    NORM_NAMES = {"conformer": ("norm_mha", "norm_ff"), "transformer": ("norm1", "norm2")}  # attn, ff
+    # Created in upstream's order, so state_dict keys (and the fake models saved from them) come out in
+    # a released checkpoint's order.
+    CREATION_ORDER = {"conformer": ("norm_ff", "norm_mha"), "transformer": ("norm1", "norm2")}
+    ACTIVATIONS = {"conformer": nn.SiLU, "transformer": nn.ReLU}  # upstream defaults: swish / relu
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        size = config.output_size
+        self.self_attn = RelPositionAttention(size, config.attention_heads)
+        self.feed_forward = FeedForward(size, config.linear_units, self.ACTIVATIONS[config.kind]())
+        self._norm_names = self.NORM_NAMES[config.kind]
+        for name in self.CREATION_ORDER[config.kind]:
+            setattr(self, name, nn.LayerNorm(size, eps=1e-12))
+
+    def _norm_attn(self) -> nn.Module:
+        return getattr(self, self._norm_names[0])
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The second residual half, after attention."""
+        return x + self.feed_forward(getattr(self, self._norm_names[1])(x))
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        return self._feed_forward(x + self.self_attn(self._norm_attn()(x), pos, allowed))
+
+    def prefill(
+        self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, cache = self.self_attn.prefill(self._norm_attn()(x), pos, allowed)
+        return self._feed_forward(x + attended), cache
+
+    def step(
+        self, x: torch.Tensor, pos: torch.Tensor, past_len: torch.Tensor, *past: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, rows = self.self_attn.step(self._norm_attn()(x), pos, past_len, *past)
+        return self._feed_forward(x + attended), rows
+
+
+class Embed(nn.Module):
+    """Input layer `linear` (Linear, LayerNorm) or `linear_legacy` (+ ReLU); keys embed.out.0/1."""
+
+    def __init__(self, input_size: int, size: int, legacy: bool) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Linear(input_size, size), nn.LayerNorm(size, eps=1e-5), nn.Dropout(0.0)]
+        if legacy:
+            layers.append(nn.ReLU())
+        self.out = nn.Sequential(*layers)
+        self.xscale = math.sqrt(size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(x) * self.xscale
+
+
+class Encoder(nn.Module):
+    """upstream Conformer/TransformerEncoder restricted to what v1 configures (checked by `check_encoder`)."""
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        size = config.output_size
+        self.embed = Embed(config.input_size, size, legacy=config.input_layer == "linear_legacy")
+        self.after_norm = nn.LayerNorm(size, eps=1e-5)  # before the blocks, as upstream registers it
+        self.encoders = nn.ModuleList(Block(config) for _ in range(config.num_blocks))
+        self.size = size
+        self.causal = config.static_chunk_size == 1  # check_encoder admits 1 (causal) and 0 (full) only
+
+    @property
+    def blocks(self) -> Iterable[Block]:
+        # nn.ModuleList iterates as plain nn.Module; every item here is a Block (built just above).
+        return cast("Iterable[Block]", self.encoders)
+
+    def _input(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x [1, T, input] → embedded [1, T, size] and pe over distances T−1 … −(T−1) [1, 2T−1, size]."""
+        x = self.embed(x)
+        time = x.shape[1]
+        distance = (time - 1 - torch.arange(2 * time - 1, dtype=torch.int64)).to(torch.float32)
+        return x, sinusoid(distance, inverse_frequencies(self.size)).unsqueeze(0)
+
+    @staticmethod
+    def _causal_mask(time: int) -> torch.Tensor:
+        """[T, T] bool, query i may see keys j ≤ i (static_chunk_size 1)."""
+        steps = torch.arange(time, dtype=torch.int64)
+        return steps.unsqueeze(0) <= steps.unsqueeze(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x [1, T, input] → [1, T, size], causal or not as configured."""
+        x, pos = self._input(x)
+        allowed = self._causal_mask(x.shape[1]) if self.causal else None
+        for block in self.blocks:
+            x = block(x, pos, allowed)
+        return self.after_norm(x)
+
+    def prefill(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """Causal pass over x [1, T, input] → output [1, T, size] and per-layer caches [3, h, T, d_k]."""
+        x, pos = self._input(x)
+        allowed = self._causal_mask(x.shape[1])
+        caches = []
+        for block in self.blocks:
+            x, cache = block.prefill(x, pos, allowed)
+            caches.append(cache)
+        return self.after_norm(x), caches
+
+    def step(
+        self,
+        x: torch.Tensor,
+        past_len: torch.Tensor,
+        past: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per-layer new rows."""
+        x = self.embed(x)
+        pos = sinusoid(past_len.to(torch.float32).reshape(1), inverse_frequencies(self.size)).unsqueeze(0)
+        rows = []
+        for block, layer_past in zip(self.blocks, past, strict=True):
+            x, new = block.step(x, pos, past_len, *layer_past)
+            rows.append(new)
+        return self.after_norm(x), rows
+
+
+def check_encoder(config: EncoderConfig, where: str, causal: bool) -> None:
+    """Refuse configurations whose arithmetic this module does not reproduce; `causal` is what the caller
+    needs (static_chunk_size 1) rather than full attention (0)."""
+    problems = []
+    if config.pos_enc_layer_type != "rel_pos_espnet":
+        problems.append(f"pos_enc_layer_type {config.pos_enc_layer_type!r} (need 'rel_pos_espnet')")
+    if config.input_layer not in ("linear", "linear_legacy"):
+        problems.append(f"input_layer {config.input_layer!r}")
+    if not config.normalize_before:
+        problems.append("normalize_before False")
+    if config.macaron_style or config.use_cnn_module:
+        problems.append("macaron/cnn modules")
+    chunk, attention = (1, "causal") if causal else (0, "full")
+    if config.static_chunk_size != chunk:
+        problems.append(f"static_chunk_size {config.static_chunk_size} (need {chunk}: {attention} attention)")
+    if problems:
+        raise ValueError(f"{where}: unsupported encoder settings: {', '.join(problems)}")
+
+
+__all__ = ["Encoder", "check_encoder"]
