@@ -19,17 +19,13 @@ import onnxruntime as ort
 from function.contract import INLINE_LIMIT
 
 LEVEL_NAME = "extended"
+PROTOBUF_LIMIT = 2**31  # a serialised ModelProto must stay below 2 GiB
 
 
 def optimize_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model after onnxruntime's extended optimisations, with all its tensors in memory."""
     with tempfile.TemporaryDirectory(prefix="cosyvoice-optimize-") as tmp:
-        source, target = Path(tmp) / "in.onnx", Path(tmp) / "out.onnx"
-        staged = onnx.ModelProto()
-        staged.CopyFrom(model)  # saving with external data rewrites the proto it is given
-        onnx.save_model(
-            staged, str(source), save_as_external_data=True, location="in.bin", size_threshold=INLINE_LIMIT
-        )
+        target = Path(tmp) / "out.onnx"
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         options.optimized_model_filepath = str(target)
@@ -39,8 +35,22 @@ def optimize_graph(model: onnx.ModelProto) -> onnx.ModelProto:
             "session.optimized_model_external_initializers_min_size_in_bytes", str(INLINE_LIMIT)
         )
         options.log_severity_level = 3
-        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(_session_source(model, Path(tmp)), options, providers=["CPUExecutionProvider"])
         return onnx.load(str(target), load_external_data=True)
+
+
+def _session_source(model: onnx.ModelProto, tmp: Path) -> bytes | str:
+    """The model as bytes when protobuf allows (a fp32 LLM graph optimises in ~9 s instead of ~15 s without
+    the detour through a file), else saved with its tensors external."""
+    if model.ByteSize() < PROTOBUF_LIMIT:
+        return model.SerializeToString()
+    staged = onnx.ModelProto()
+    staged.CopyFrom(model)  # saving with external data rewrites the proto it is given
+    source = tmp / "in.onnx"
+    onnx.save_model(
+        staged, str(source), save_as_external_data=True, location="in.bin", size_threshold=INLINE_LIMIT
+    )
+    return str(source)
 
 
 __all__ = ["LEVEL_NAME", "optimize_graph"]
