@@ -48,8 +48,8 @@ clean:
 	rm -rf $(DEMO) $(CACHE) build *.egg-info
 
 # Side-by-side benchmarks on full-size random weights (built on first use): tables on stdout, JSON and
-# bench/results/summary.md + phases.png. First run 19-22 minutes on 2 cores, by the host's load (model and
-# three artifacts ~2.5, then the measurements 15-18); see bench/__main__.py.
+# bench/results/summary.md + phases.png. First run 15-22 minutes on 2 cores, by the host's load (model and
+# three artifacts ~2.5, then the measurements 11.5-18); see bench/__main__.py.
 FULL := $(CACHE)/full
 BENCH_ARTIFACTS := $(FULL)/artifact $(FULL)/artifact-int8 $(FULL)/artifact-int4
 bench: setup
