@@ -33,7 +33,7 @@ def _backend(args: argparse.Namespace, speaker: str, seed: int) -> Any:
     if args.backend == "ours":
         from bench.ours import OursBackend
 
-        return OursBackend(args.source, args.threads, speaker, seed)
+        return OursBackend(args.source, args.threads, speaker, seed, in_memory=args.in_memory)
     from bench.upstream import UpstreamBackend
 
     return UpstreamBackend(args.source, args.threads, speaker, seed)
@@ -183,6 +183,7 @@ def main() -> None:
     parser.add_argument("--stream-text", default="")
     parser.add_argument("--workers", default="1", help="forks: group sizes, e.g. 1,2,4")
     parser.add_argument("--until-ready", action="store_true", help="coldstart: stop once the model is loaded")
+    parser.add_argument("--in-memory", action="store_true", help="ours: read the artifact into memory first")
     args = parser.parse_args()
     workload = json.loads(args.workload.read_text())
     backend = _backend(args, workload["speaker"], workload["seed"])

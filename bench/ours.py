@@ -13,11 +13,14 @@ from bench.stages import StageTimes, TimedProxy
 class OursBackend:
     name = "ours"
 
-    def __init__(self, artifact_dir: Path, threads: int | None, speaker: str, seed: int) -> None:
+    def __init__(
+        self, artifact_dir: Path, threads: int | None, speaker: str, seed: int, in_memory: bool = False
+    ) -> None:
         self.artifact_dir = artifact_dir
         self.threads = threads
         self.speaker = speaker
         self.seed = seed
+        self.in_memory = in_memory  # hold the artifact as the zip variant does after INIT's S3 reads
         self.engine: Any = None
 
     def import_stack(self) -> None:
@@ -27,7 +30,8 @@ class OursBackend:
         from function.artifact import Artifact
         from function.engine import Engine
 
-        artifact = Artifact.open(self.artifact_dir)
+        directory = self.artifact_dir
+        artifact = _read_into_memory(directory) if self.in_memory else Artifact.open(directory)
         clock.mark("load")
         self.engine = Engine.load(artifact, threads=self.threads)
         clock.mark("sessions")
@@ -50,6 +54,23 @@ class OursBackend:
         engine.llm.generate = times.timed_tokens(engine.llm.generate, _prefix_length)
         engine.flow = TimedProxy(engine.flow, "flow", times, ("__call__",))
         engine.vocoder = TimedProxy(engine.vocoder, "vocoder", times, ("f0", "sine_waves", "generate"))
+
+
+def _read_into_memory(directory: Path) -> Any:
+    """Every file of the artifact in one bytearray, as function.loader leaves an S3 artifact."""
+    from function.artifact import Artifact
+
+    paths = sorted(path for path in directory.iterdir() if path.is_file())
+    sizes = [path.stat().st_size for path in paths]
+    buffer = memoryview(bytearray(sum(sizes)))
+    files = {}
+    offset = 0
+    for path, size in zip(paths, sizes, strict=True):
+        files[path.name] = buffer[offset : offset + size]
+        with path.open("rb") as handle:
+            handle.readinto(files[path.name])
+        offset += size
+    return Artifact.from_files(files)
 
 
 def _prefix_length(text: Any, prompt_text: Any, embedding: Any, prompt_tokens: Any, *rest: Any) -> int:

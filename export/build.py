@@ -22,7 +22,7 @@ from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
 from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
-from function.artifact import FileEntry, GraphEntry, Manifest, sha256_of
+from function.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.contract import (
     FLOW_ENCODER,
     FLOW_ESTIMATOR,
@@ -30,6 +30,7 @@ from function.contract import (
     GRAPHS,
     MANIFEST_FILE,
     OPTIONAL_GRAPHS,
+    WEIGHTS_FILE,
     GraphSpec,
     TensorSpec,
     llm_decode_spec,
@@ -105,9 +106,23 @@ def _tensor_specs(values: list[onnx.ValueInfoProto]) -> tuple[TensorSpec, ...]:
     return tuple(specs)
 
 
-def _graph_entry(
-    path: Path, spec: GraphSpec, external: bool, quantization: str, optimization: str = "none"
-) -> GraphEntry:
+def _external_tensors(model: onnx.ModelProto) -> tuple[WeightSlice, ...]:
+    """Where each of the graph's external initializers lies in weights.bin (the writer put it there)."""
+    slices = []
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        where = {item.key: item.value for item in tensor.external_data}
+        if where["location"] != WEIGHTS_FILE:
+            raise ValueError(f"initializer {tensor.name} lives in {where['location']}, not {WEIGHTS_FILE}")
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
+        slices.append(
+            WeightSlice(tensor.name, dtype, tuple(tensor.dims), int(where["offset"]), int(where["length"]))
+        )
+    return tuple(slices)
+
+
+def _graph_entry(path: Path, spec: GraphSpec, quantization: str, optimization: str = "none") -> GraphEntry:
     name = spec.name
     model = onnx.load(str(path), load_external_data=False)
     initializers = {t.name for t in model.graph.initializer}
@@ -120,7 +135,7 @@ def _graph_entry(
         outputs=_tensor_specs(list(model.graph.output)),
         size=path.stat().st_size,
         sha256=sha256_of(path),
-        external_weights=external,
+        external_tensors=_external_tensors(model),
         quantization=quantization,
         optimization=optimization,
     )
@@ -282,7 +297,7 @@ def _write_artifact(
         advance(f"{out_dir.name}: weights written")
         entries = {
             name: _graph_entry(
-                staging / f"{name}.onnx", specs[name], True, quantization.get(name, "fp32"), OPTIMIZATION
+                staging / f"{name}.onnx", specs[name], quantization.get(name, "fp32"), OPTIMIZATION
             )
             for name in graphs
         }
@@ -290,14 +305,14 @@ def _write_artifact(
             shipped = model_dir / spec.file
             if shipped.is_file():
                 _conform_io_names(shipped, staging / spec.file, spec)
-                entries[spec.name] = _graph_entry(staging / spec.file, spec, False, "fp32")
+                entries[spec.name] = _graph_entry(staging / spec.file, spec, "fp32")
         shutil.copyfile(find_asset(TOKENIZER_ASSET, model_dir), staging / TOKENIZER_ASSET)
         manifest = Manifest(
             format_version=FORMAT_VERSION,
             source={"name": model_dir.resolve().name, "files": source.file_hashes},
             params=config.params(),
             graphs=entries,
-            weights=FileEntry("weights.bin", store.size, store.sha256()),  # hashed while written
+            weights=FileEntry(WEIGHTS_FILE, store.size, store.sha256()),  # hashed while written
             tokenizer=FileEntry(
                 TOKENIZER_ASSET,
                 (staging / TOKENIZER_ASSET).stat().st_size,

@@ -8,20 +8,25 @@ Layout of an artifact directory:
     multilingual.tiktoken  the v1 text tokenizer's vocabulary
     campplus.onnx, speech_tokenizer_v1.onnx   copied through when the model directory has them
 
-`Artifact.open(dir)` leaves the weights where they are (onnxruntime maps them); `Artifact.from_files`
-takes the same files already in memory (the S3 → SnapStart path) and hands the weights buffer to
-onnxruntime without writing it anywhere.
+`Artifact.open(dir)` maps weights.bin once; `Artifact.from_files` takes the same files already in memory
+(the S3 → SnapStart path). Either way the manifest lists, per graph, where each external tensor lies in
+weights.bin, and every session computes from views into that one buffer: nothing is copied, and tensors
+two graphs share (the LLM's prefill and decode layers) are resident once.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import mmap
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from function.contract import (
     FORMAT_VERSION,
@@ -112,6 +117,25 @@ def _build(cls: type, data: Mapping[str, Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class WeightSlice:
+    """One initializer stored in weights.bin: the bytes onnxruntime is handed a view of."""
+
+    name: str
+    dtype: str  # numpy dtype name
+    shape: tuple[int, ...]
+    offset: int
+    length: int
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "shape": list(self.shape)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WeightSlice:
+        # Hundreds per graph: built directly (an unknown key is a TypeError, which the manifest reports).
+        return cls(**{**data, "shape": tuple(data["shape"])})
+
+
+@dataclass(frozen=True)
 class GraphEntry:
     """One graph file of the artifact, with the concrete shapes read from the exported model."""
 
@@ -122,14 +146,16 @@ class GraphEntry:
     outputs: tuple[TensorSpec, ...]
     size: int
     sha256: str
-    external_weights: bool  # False for graphs copied through self-contained (campplus, tokenizer)
-    quantization: str = "fp32"  # fp32 graphs stay file-backed; quantised ones need prepacking
+    # Its initializers in weights.bin; empty for graphs copied through self-contained (campplus, tokenizer).
+    external_tensors: tuple[WeightSlice, ...] = ()
+    quantization: str = "fp32"  # fp32 graphs compute from the shared weights; quantised ones prepack
     optimization: str = "none"  # "extended": onnxruntime's portable rewrites were applied at export
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data["inputs"] = [spec.to_dict() for spec in self.inputs]
         data["outputs"] = [spec.to_dict() for spec in self.outputs]
+        data["external_tensors"] = [tensor.to_dict() for tensor in self.external_tensors]
         return data
 
     @classmethod
@@ -137,6 +163,7 @@ class GraphEntry:
         values = dict(data)
         values["inputs"] = tuple(TensorSpec.from_dict(d) for d in data["inputs"])
         values["outputs"] = tuple(TensorSpec.from_dict(d) for d in data["outputs"])
+        values["external_tensors"] = tuple(WeightSlice.from_dict(d) for d in data.get("external_tensors", ()))
         return _build(cls, values)
 
 
@@ -272,6 +299,9 @@ class Artifact:
                 )
             if verify_hashes and sha256_of(data) != entry.sha256:
                 raise ArtifactError(f"artifact file {entry.file} does not match its sha256 in the manifest")
+        for graph in self.manifest.graphs.values():
+            for tensor in graph.external_tensors:
+                _check_slice(graph.name, tensor, self.manifest.weights.size)
 
     def file(self, name: str) -> Buffer:
         try:
@@ -309,6 +339,26 @@ def _read_manifest(data: bytes, where: str) -> Manifest:
     return manifest
 
 
+def _check_slice(graph: str, tensor: WeightSlice, weights_size: int) -> None:
+    """A slice the runtime may view: inside weights.bin and exactly as long as its dtype and shape say."""
+    where = f"manifest: {graph} tensor {tensor.name!r}"
+    try:
+        itemsize = _itemsize(tensor.dtype)
+    except TypeError:
+        raise ArtifactError(f"{where} has an unknown dtype {tensor.dtype!r}") from None
+    if tensor.length != itemsize * math.prod(tensor.shape) or min(tensor.shape, default=0) < 0:
+        raise ArtifactError(f"{where}: {tensor.length} bytes do not hold {tensor.dtype} {list(tensor.shape)}")
+    if tensor.offset < 0 or tensor.offset + tensor.length > weights_size:
+        raise ArtifactError(
+            f"{where} lies outside weights.bin ({tensor.offset} + {tensor.length} > {weights_size} bytes)"
+        )
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
+
+
 def _map_file(path: Path) -> Buffer:
     size = path.stat().st_size
     if size == 0:
@@ -328,5 +378,6 @@ __all__ = [
     "ModelParams",
     "VocoderParams",
     "WEIGHTS_FILE",
+    "WeightSlice",
     "sha256_of",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: graphs list their tensors in weights.bin
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "weights.bin"

@@ -15,7 +15,7 @@ import numpy as np
 from function.artifact import Artifact, LLMParams
 from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, llm_cache_input, llm_decode_spec
 from function.errors import ArtifactError, InvalidRequest
-from function.graphs import Graph, create_session
+from function.graphs import Graph
 from function.sampling import sample_next
 
 CACHE_BLOCK = 128
@@ -73,8 +73,8 @@ class LLM:
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
         names = {spec.name for spec in artifact.graph("llm_decode").inputs}
         layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
-        decode = Graph(create_session(artifact, "llm_decode", threads), llm_decode_spec(layers))
-        prefill = Graph(create_session(artifact, "llm_prefill", threads), LLM_PREFILL)
+        decode = Graph.load(artifact, "llm_decode", threads, llm_decode_spec(layers))
+        prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
         return cls(prefill, decode, artifact.manifest.params.llm)
 
     def start(

@@ -176,3 +176,19 @@ def test_a_fresh_process_reports_every_phase_on_the_tiny_artifact(
     assert summary["ready"] < summary["total"]
     assert summary["peak_rss"] >= summary["final_anonymous"] + summary["final_file_backed"] > 0
     assert summary["audio_seconds"] > 0
+
+
+def test_the_in_memory_variant_holds_the_artifact_once_and_says_the_same(
+    tiny_artifact: Path, tmp_path: Path
+) -> None:
+    from bench.coldstart import summarize_run
+    from bench.config import BenchConfig
+
+    config = BenchConfig(artifacts={"fp32": tiny_artifact}, results=tmp_path, threads=1)
+    config.workload()
+    on_disk = summarize_run(config.child("ours", "coldstart"))
+    in_memory = summarize_run(config.child("ours", "coldstart", None, "--in-memory"))
+    artifact_bytes = sum(path.stat().st_size for path in tiny_artifact.iterdir())
+    extra = in_memory["ready_anonymous"] - on_disk["ready_anonymous"]
+    assert 0.8 * artifact_bytes < extra < 1.5 * artifact_bytes  # the buffer, and no copy of its weights
+    assert in_memory["audio_seconds"] == on_disk["audio_seconds"]

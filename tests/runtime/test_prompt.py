@@ -33,7 +33,6 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
             spec.outputs,
             len(data),
             sha256="",
-            external_weights=False,
         )
     manifest = Manifest(
         FORMAT_VERSION,
