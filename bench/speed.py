@@ -100,6 +100,7 @@ def table(
             {n: _rtf(_runs(d, text)) for n, d in results.items()},
             plain,
         )
+        result.notes += _short_runs(results, text, audio)
     all_runs = {name: [run for text in texts for run in _runs(data, text)] for name, data in results.items()}
     for context in CONTEXTS:
         add(
@@ -121,10 +122,23 @@ def table(
             " int8 / int4 LLM weights and int8 flow MatMuls (--flow-weights int8), the vocoder stays fp32"
         )
     result.notes.append(
-        "random weights: every segment runs to 20 speech tokens per text token (EOS is"
-        " almost never drawn), so audio length follows from the text's token count"
+        "random weights: a segment usually runs to 20 speech tokens per text token (EOS is rarely"
+        " drawn), so audio length follows from the text's token count"
     )
     return result
+
+
+def _short_runs(results: dict[str, Any], text: str, audio: float | None) -> list[str]:
+    """Variants whose sampler drew EOS early on `text`: their figures cover less audio than the others'."""
+    notes = []
+    for name, data in results.items():
+        own = median([run["audio_seconds"] for run in _runs(data, text)])
+        if audio and own is not None and own < 0.95 * audio:
+            notes.append(
+                f"{name} drew EOS early on {text}: {plain(own, 1)} s of audio, not {plain(audio, 1)};"
+                " its RTF, per-audio-second figures and longest LLM context cover that shorter run"
+            )
+    return notes
 
 
 __all__ = ["run"]

@@ -192,3 +192,20 @@ def test_the_in_memory_variant_holds_the_artifact_once_and_says_the_same(
     extra = in_memory["ready_anonymous"] - on_disk["ready_anonymous"]
     assert 0.8 * artifact_bytes < extra < 1.5 * artifact_bytes  # the buffer, and no copy of its weights
     assert in_memory["audio_seconds"] == on_disk["audio_seconds"]
+
+
+def test_speed_table_says_which_variant_stopped_early() -> None:
+    from bench.speed import table
+
+    def variant(audio_seconds: float) -> dict:
+        run = {"wall": 5.0, "audio_seconds": audio_seconds, "stages": {"flow": 1.0}, "step_ms": {"64": 9.0}}
+        return {"texts": {"ten_seconds": [run]}, "first_chunk": {"ten_seconds": 1.0}}
+
+    full = {"upstream fp32": variant(10.0), "ours fp32": variant(10.0), "ours int8": variant(10.0)}
+    assert not any("EOS early" in note for note in table(full, ("ten_seconds",), {}, [], 1).notes)
+    short = {**full, "ours int4": variant(5.0)}
+    notes = [note for note in table(short, ("ten_seconds",), {}, [], 1).notes if "EOS early" in note]
+    assert notes == [
+        "ours int4 drew EOS early on ten_seconds: 5.0 s of audio, not 10.0;"
+        " its RTF, per-audio-second figures and longest LLM context cover that shorter run"
+    ]
