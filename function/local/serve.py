@@ -10,6 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 
+# h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
+# oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
+# reach the app, which refuses anything over its own limit (function.app.MAX_HEADER_BYTES) with JSON.
+HEAD_READ_LIMIT = 1024 * 1024
+
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("serve", help="serve the HTTP API with uvicorn")
@@ -32,7 +37,13 @@ def main(args: argparse.Namespace) -> int:
 
     get_engine()
     STARTUP.emit("init")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        h11_max_incomplete_event_size=HEAD_READ_LIMIT,
+    )
     return 0
 
 
