@@ -253,9 +253,8 @@ def sha256_of(data: Buffer | Path) -> str:
 class Artifact:
     """An opened artifact: the manifest plus access to each file, on disk (mmap) or in memory."""
 
-    def __init__(self, manifest: Manifest, files: Mapping[str, Buffer], root: Path | None) -> None:
+    def __init__(self, manifest: Manifest, files: Mapping[str, Buffer]) -> None:
         self.manifest = manifest
-        self.root = root
         self._files = dict(files)
 
     @classmethod
@@ -272,7 +271,7 @@ class Artifact:
             if not path.is_file():
                 raise ArtifactError(f"artifact {root}: {entry.file} is missing")
             files[entry.file] = _map_file(path)
-        artifact = cls(manifest, files, root)
+        artifact = cls(manifest, files)
         artifact.check(verify_hashes)
         return artifact
 
@@ -285,7 +284,7 @@ class Artifact:
         missing = [entry.file for entry in manifest.files() if entry.file not in files]
         if missing:
             raise ArtifactError(f"artifact files lack {', '.join(missing)}")
-        artifact = cls(manifest, files, None)
+        artifact = cls(manifest, files)
         artifact.check(verify_hashes)
         return artifact
 

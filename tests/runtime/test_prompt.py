@@ -45,7 +45,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory) -> Artifact:
         {},
         {},
     )
-    return Artifact(manifest, files, root=None)
+    return Artifact(manifest, files)
 
 
 @pytest.fixture(scope="module")
