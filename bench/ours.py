@@ -57,19 +57,15 @@ class OursBackend:
 
 
 def _read_into_memory(directory: Path) -> Any:
-    """Every file of the artifact in one bytearray, as function.loader leaves an S3 artifact."""
+    """Every file of the artifact in one bytearray, laid out as function.loader leaves an S3 artifact."""
     from function.artifact import Artifact
+    from function.loader import one_buffer
 
-    paths = sorted(path for path in directory.iterdir() if path.is_file())
-    sizes = [path.stat().st_size for path in paths]
-    buffer = memoryview(bytearray(sum(sizes)))
-    files = {}
-    offset = 0
-    for path, size in zip(paths, sizes, strict=True):
-        files[path.name] = buffer[offset : offset + size]
-        with path.open("rb") as handle:
-            handle.readinto(files[path.name])
-        offset += size
+    paths = {path.name: path for path in sorted(directory.iterdir()) if path.is_file()}
+    files = one_buffer({name: path.stat().st_size for name, path in paths.items()})
+    for name, view in files.items():
+        with paths[name].open("rb") as handle:
+            handle.readinto(view)
     return Artifact.from_files(files)
 
 

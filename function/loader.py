@@ -8,6 +8,7 @@ instance's bandwidth) and the snapshot keeps it. Sizes come from the manifest, s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -55,22 +56,28 @@ def read_s3_artifact(url: str, client: Any, workers: int = WORKERS, part_bytes: 
         manifest = Manifest.from_dict(json.loads(manifest_bytes))
     except (ValueError, AttributeError) as exc:
         raise ArtifactError(f"{url}/{MANIFEST_FILE} is not a valid manifest: {exc}") from exc
-    entries = manifest.files()
-    buffer = memoryview(bytearray(sum(entry.size for entry in entries)))
-    files: dict[str, Buffer] = {MANIFEST_FILE: manifest_bytes}
+    views = one_buffer({entry.file: entry.size for entry in manifest.files()})
+    files: dict[str, Buffer] = {MANIFEST_FILE: manifest_bytes, **views}
     parts: list[_Part] = []
-    offset = 0
-    for entry in entries:
-        view = buffer[offset : offset + entry.size]
-        files[entry.file] = view
-        offset += entry.size
-        for start in range(0, entry.size, part_bytes):
-            length = min(part_bytes, entry.size - start)
-            parts.append(_Part(prefix + entry.file, start, length, view[start : start + length]))
+    for name, view in views.items():
+        for start in range(0, len(view), part_bytes):
+            length = min(part_bytes, len(view) - start)
+            parts.append(_Part(prefix + name, start, length, view[start : start + length]))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         # list() re-raises the first failure here, in INIT.
         list(pool.map(lambda part: _fetch(client, bucket, part, url), parts))
     return Artifact.from_files(files)
+
+
+def one_buffer(sizes: Mapping[str, int]) -> dict[str, memoryview]:
+    """One bytearray for every file, a view of it per name: the layout an in-memory artifact lives in."""
+    buffer = memoryview(bytearray(sum(sizes.values())))
+    views = {}
+    offset = 0
+    for name, size in sizes.items():
+        views[name] = buffer[offset : offset + size]
+        offset += size
+    return views
 
 
 def _get(client: Any, bucket: str, key: str, url: str) -> bytes:
@@ -102,4 +109,4 @@ def _fetch(client: Any, bucket: str, part: _Part, url: str) -> None:
                 raise ArtifactError(f"cannot read s3://{bucket}/{part.key} (artifact {url}): {exc}") from exc
 
 
-__all__ = ["open_artifact", "parse_s3_url", "read_s3_artifact"]
+__all__ = ["one_buffer", "open_artifact", "parse_s3_url", "read_s3_artifact"]
