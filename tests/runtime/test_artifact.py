@@ -134,6 +134,7 @@ def test_a_tensor_the_manifest_misses_fails_loudly(tiny_artifact: Path) -> None:
         ({"offset": 1 << 40}, "lies outside weights.bin"),
         ({"length": 12}, "bytes do not hold"),
         ({"dtype": "no-such-type"}, "unknown dtype"),
+        ({"stride": 4}, "manifest is malformed"),
     ],
 )
 def test_a_slice_outside_its_bytes_is_refused(tiny_artifact: Path, change: dict, message: str) -> None:
