@@ -49,6 +49,13 @@ class OursBackend:
         options = SynthesisOptions(text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream)
         return iter(self.engine.stream(options))
 
+    def decode_floor(self) -> dict[str, float]:
+        """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads."""
+        from bench.floor import measure
+        from function.graphs import available_cpus
+
+        return measure(self.artifact_dir, self.threads or available_cpus())
+
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine
         engine.llm.generate = times.timed_tokens(engine.llm.generate, _prefix_length)

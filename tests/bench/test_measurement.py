@@ -209,3 +209,41 @@ def test_speed_table_says_which_variant_stopped_early() -> None:
         "ours int4 drew EOS early on ten_seconds: 5.0 s of audio, not 10.0;"
         " its RTF, per-audio-second figures and longest LLM context cover that shorter run"
     ]
+
+
+def test_speed_table_puts_decode_beside_its_floor_and_shows_the_overlap() -> None:
+    from bench.speed import table
+
+    run = {"wall": 5.0, "audio_seconds": 10.0, "stages": {"llm": 3.0, "flow": 2.0}, "step_ms": {"64": 9.0}}
+    streamed = {"wall": 4.0, "audio_seconds": 10.0, "stages": {"llm": 3.0, "flow": 2.0, "vocoder": 1.0}}
+    ours = {
+        "texts": {"ten_seconds": [run]},
+        "first_chunk": {"ten_seconds": 0.5},
+        "streamed": {"ten_seconds": streamed},
+        "floor": {"bytes": 1e8, "ms": 6.0, "gb_per_s": 16.7},
+    }
+    upstream = {"texts": {"ten_seconds": [run]}, "first_chunk": {"ten_seconds": 2.0}, "floor": None}
+    results = {"upstream fp32": upstream, "ours int8": ours}
+    rows = {row[0]: row[1:] for row in table(results, ("ten_seconds",), {}, [], 1).rows}
+    assert rows["decode weight-read floor, ms/token"][:2] == ("–", "6.0")
+    assert rows["… LLM ms/token at 64 ÷ floor"][1] == "1.50×"
+    assert rows["RTF streamed, ten_seconds"][1] == "0.40"
+    assert rows["… stage busy seconds ÷ wall seconds (overlap)"][1] == "1.50×"
+
+
+def test_the_floor_counts_the_weights_a_decode_step_reads(tiny_artifact: Path) -> None:
+    """The tiny LLM's matrices (2 layers of q, k, v, out, pos and the FFN; the input layer; the output
+    head), with or without the biases onnxruntime folded into them; not the 4096-row speech embedding
+    a step gathers one row of."""
+    import onnx
+
+    from bench.floor import decode_weight_bytes, gemv_chain
+    from export.fake import SIZES
+
+    size = SIZES["tiny"]
+    d, units, layers, vocab = size.llm_size, size.llm_units, size.llm_blocks, 4097
+    weights = 4 * (layers * (5 * d * d + 2 * d * units) + d * d + d * vocab)
+    biases = 4 * (layers * (4 * d + units + d) + d + vocab)
+    assert weights <= decode_weight_bytes(tiny_artifact) <= weights + biases
+    model = onnx.load_from_string(gemv_chain(3 * 4 * 2**20))
+    assert [node.op_type for node in model.graph.node] == ["MatMul"] * 3

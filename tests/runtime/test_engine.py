@@ -14,6 +14,7 @@ Each agreement / continuity check is also run on a deliberately broken stream, t
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 import soundfile
 
 import function.engine as engine_module
+import function.stream as stream_module
 from function.artifact import Artifact
 from function.engine import Engine
 from function.errors import InvalidPromptAudio, InvalidRequest, TextTooLong, UnknownSpeaker, UnsupportedFormat
@@ -33,6 +35,10 @@ from function.vocoder import SourceState, Vocoder
 
 TEXT = "Hello there, how are you today? I am fine."  # 14 text tokens → up to 280 speech tokens, 4 chunks
 SHORT = "Good morning."
+LONG_TEXT = " ".join(  # several text segments
+    f"Sentence number {word} is here to make the text long enough for several segments."
+    for word in ("one", "two", "three", "four", "five", "six", "seven", "eight")
+)
 SPEAKER = "英文女"
 UPSTREAM_FIRST_CHUNK_TOKENS = 120  # upstream v1 streams its first chunk after token_min_hop_len tokens
 
@@ -150,14 +156,14 @@ def seam_jumps(chunks: list[np.ndarray]) -> list[float]:
 
 def shift_later_chunks(monkeypatch: pytest.MonkeyPatch, samples: int = 32) -> None:
     """Broken seam handling: every chunk after the first starts `samples` late (length kept)."""
-    audio = engine_module._SegmentStream.audio
+    audio = stream_module.SegmentStream.audio
 
     def shifted(self: Any, mel: np.ndarray, final: bool) -> np.ndarray:
         first = self.emitted_frames == 0
         out = audio(self, mel, final)
         return out if first else np.concatenate([out[samples:], np.zeros(samples, dtype=np.float32)])
 
-    monkeypatch.setattr(engine_module._SegmentStream, "audio", shifted)
+    monkeypatch.setattr(stream_module.SegmentStream, "audio", shifted)
 
 
 # --- modes, tokens, lengths, seeds ---------------------------------------------------------------------
@@ -228,7 +234,7 @@ def test_agreement_check_fails_on_odd_frame_windows(
     odd: list[bool] = []
 
     def blind(self: Any, start: int) -> int:
-        window = max(0, start - engine_module.TOKEN_CONTEXT)
+        window = max(0, start - stream_module.TOKEN_CONTEXT)
         odd.append(self.frame(window) % 2 == 1)
         return window
 
@@ -237,7 +243,7 @@ def test_agreement_check_fails_on_odd_frame_windows(
         (whole,), _ = run(engine, spy, text=TEXT, speaker=SPEAKER, seed=seed)
         odd.clear()
         with monkeypatch.context() as patch:
-            patch.setattr(engine_module._SegmentStream, "window_start", blind)
+            patch.setattr(stream_module.SegmentStream, "window_start", blind)
             chunks, _ = run(engine, spy, text=TEXT, speaker=SPEAKER, seed=seed, stream=True)
         if any(odd):
             exercised += 1
@@ -287,7 +293,7 @@ def test_no_click_at_seams_of_a_smooth_signal(
     smooth_engine: Engine, monkeypatch: pytest.MonkeyPatch, breakage: str | None
 ) -> None:
     if breakage == "no_lookahead":
-        monkeypatch.setattr(engine_module, "VOCODER_LOOKAHEAD", 0)
+        monkeypatch.setattr(stream_module, "VOCODER_LOOKAHEAD", 0)
     elif breakage == "shifted_chunk":
         shift_later_chunks(monkeypatch)
     options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=True)
@@ -299,14 +305,25 @@ def test_no_click_at_seams_of_a_smooth_signal(
         assert max(jumps) > 2 * MAX_SEAM_JUMP, jumps
 
 
-def test_first_chunk_comes_after_far_fewer_tokens_than_upstream(engine: Engine, spy: GenerateSpy) -> None:
+def test_first_chunk_comes_after_far_fewer_tokens_than_upstream(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first chunk is made from the first 35 tokens (25 + 10 look-ahead), whatever the LLM's thread
+    has drawn beyond them by then."""
+    drawn_at_chunk: list[int] = []
+    chunk = stream_module.SegmentStream.chunk
+
+    def recorded(self: Any, tokens: np.ndarray, start: int, end: int, final: bool) -> np.ndarray:
+        drawn_at_chunk.append(tokens.shape[1])
+        return chunk(self, tokens, start, end, final)
+
+    monkeypatch.setattr(stream_module.SegmentStream, "chunk", recorded)
     stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=True))
     first = next(stream)
-    drawn_before_first_chunk = spy.drawn
     rest = list(stream)
     assert len(first) > 0 and rest  # there was more to come: the first chunk did not wait for the end
-    assert spy.drawn > drawn_before_first_chunk
-    assert drawn_before_first_chunk <= UPSTREAM_FIRST_CHUNK_TOKENS // 3  # measured: 35 (25 + 10 look-ahead)
+    assert drawn_at_chunk[0] < drawn_at_chunk[-1]
+    assert drawn_at_chunk[0] <= UPSTREAM_FIRST_CHUNK_TOKENS // 3  # measured: 35 (25 + 10 look-ahead)
 
 
 # --- speed, long text --------------------------------------------------------------------------------------
@@ -327,16 +344,52 @@ def test_long_text_gives_audio_for_every_segment(
 ) -> None:
     # Random weights rarely draw EOS; fewer speech tokens per text token keep this test fast.
     monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
-    text = " ".join(
-        f"Sentence number {word} is here to make the text long enough for several segments."
-        for word in ("one", "two", "three", "four", "five", "six", "seven", "eight")
-    )
-    segments = prepare_text(text, engine.tokenizer)
+    segments = prepare_text(LONG_TEXT, engine.tokenizer)
     assert len(segments) >= 2
     for stream in (False, True):
-        chunks, tokens = run(engine, spy, text=text, speaker=SPEAKER, seed=4, stream=stream)
+        chunks, tokens = run(engine, spy, text=LONG_TEXT, speaker=SPEAKER, seed=4, stream=stream)
         assert len(tokens) == len(segments) and all(tokens)
         assert sum(map(len, chunks)) == expected_samples(engine, tokens)
+
+
+class InThread:
+    """Stands in for function.run_ahead.RunAhead: the same items, drawn on the consumer's own thread."""
+
+    def __init__(self, source: Iterator[Any], limit: int, name: str = "") -> None:
+        self.source = source
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.source
+
+    def __enter__(self) -> InThread:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_overlapped_stages_give_the_audio_of_one_thread_bit_exactly(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """The LLM drawing on its own thread changes no token and no sample, over several segments."""
+    monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
+    assert len(prepare_text(LONG_TEXT, engine.tokenizer)) >= 2
+    options = SynthesisOptions(text=LONG_TEXT, speaker=SPEAKER, seed=21, stream=stream)
+    overlapped = list(engine.stream(options))
+    with monkeypatch.context() as patch:
+        patch.setattr(engine_module, "RunAhead", InThread)
+        one_thread = list(engine.stream(options))
+    assert len(overlapped) == len(one_thread)
+    for a, b in zip(overlapped, one_thread, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_an_abandoned_stream_stops_the_llm_thread(engine: Engine) -> None:
+    stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=2, stream=True))
+    next(stream)
+    stream.close()  # what a server does when the client goes away
+    assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
 
 
 # --- bad input --------------------------------------------------------------------------------------------
