@@ -21,7 +21,11 @@ Case = tuple[str, str, str]
 TABLE: list[Case] = [
     # --- phone numbers ---
     ("phones", "请拨打400-820-8820咨询。", "请拨打四零零八二零八八二零咨询。"),
-    ("phones", "我的电话是010-62345678。", "我的电话是零一零六二三四五六七八。|我的电话是零幺零六二三四五六七八。"),
+    (
+        "phones",
+        "我的电话是010-62345678。",
+        "我的电话是零一零六二三四五六七八。|我的电话是零幺零六二三四五六七八。",
+    ),
     ("phones", "手机13800138000", "手机一三八零零一三八零零零|手机幺三八零零幺三八零零零"),
     ("phones", "遇到危险请拨110。", "遇到危险请拨幺幺零。"),
     ("phones", "Call 555-123-4567 now.", "Call five five five, one two three, four five six seven now."),
@@ -88,7 +92,11 @@ TABLE: list[Case] = [
     ("abbreviations", "Mr. and Mrs. Brown came.", "Mister and Missus Brown came."),
     ("abbreviations", "Ask Prof. Lee.", "Ask Professor Lee."),
     ("abbreviations", "We flew to St. Louis.", "We flew to Saint Louis."),
-    ("abbreviations", "Buy apples, pears, etc.", "Buy apples, pears, et cetera.|Buy apples, pears, etcetera."),
+    (
+        "abbreviations",
+        "Buy apples, pears, etc.",
+        "Buy apples, pears, et cetera.|Buy apples, pears, etcetera.",
+    ),
     ("abbreviations", "It is red vs. blue.", "It is red versus blue."),
     ("abbreviations", "He works at Acme Inc.", "He works at Acme Incorporated."),
     # --- e-mail and URLs ---
@@ -99,8 +107,12 @@ TABLE: list[Case] = [
     ("mixed", "COVID-19疫情", "COVID十九疫情"),
     ("mixed", "我用iPhone 15拍的", "我用iPhone十五拍的|我用iPhone 十五拍的"),
     ("mixed", "The COVID-19 crisis", "The COVID nineteen crisis"),
-    ("mixed", "I read 1234 books.", "I read one thousand, two hundred and thirty-four books."
-     "|I read one thousand two hundred thirty-four books."),
+    (
+        "mixed",
+        "I read 1234 books.",
+        "I read one thousand, two hundred and thirty-four books."
+        "|I read one thousand two hundred thirty-four books.",
+    ),
     ("mixed", "I have 2 cats.", "I have two cats."),
 ]
 
@@ -109,19 +121,34 @@ HELD_OUT: list[Case] = [
     ("phones", "客服热线400-600-1234", "客服热线四零零六零零一二三四|客服热线四零零六零零幺二三四"),
     ("phones", "火警电话是119。", "火警电话是幺幺九。"),
     ("phones", "请致电021-55558888。", "请致电零二一五五五五八八八八。|请致电零二幺五五五五八八八八。"),
-    ("phones", "Call me at 555-987-6543.", "Call me at five five five, nine eight seven, six five four three."),
-    ("phones", "Call 800-555-0199 today.", "Call eight hundred, five five five, zero one nine nine today."
-     "|Call eight zero zero, five five five, zero one nine nine today."),
+    (
+        "phones",
+        "Call me at 555-987-6543.",
+        "Call me at five five five, nine eight seven, six five four three.",
+    ),
+    (
+        "phones",
+        "Call 800-555-0199 today.",
+        "Call eight hundred, five five five, zero one nine nine today."
+        "|Call eight zero zero, five five five, zero one nine nine today.",
+    ),
     # --- units ---
     ("units", "他身高180cm。", "他身高一百八十厘米。|他身高一百八十公分。"),
     ("units", "买了2kg苹果", "买了两千克苹果|买了两公斤苹果"),
     ("units", "距离还有15km。", "距离还有十五公里。|距离还有十五千米。"),
     ("units", "这瓶水330ml", "这瓶水三百三十毫升"),
     ("units", "The box weighs 12 kg.", "The box weighs twelve kilograms."),
-    ("units", "Add 250 ml of water.", "Add two hundred fifty milliliters of water."
-     "|Add two hundred and fifty milliliters of water."),
-    ("units", "It runs at 120 km/h.", "It runs at one hundred twenty kilometers per hour."
-     "|It runs at one hundred and twenty kilometers per hour."),
+    (
+        "units",
+        "Add 250 ml of water.",
+        "Add two hundred fifty milliliters of water.|Add two hundred and fifty milliliters of water.",
+    ),
+    (
+        "units",
+        "It runs at 120 km/h.",
+        "It runs at one hundred twenty kilometers per hour."
+        "|It runs at one hundred and twenty kilometers per hour.",
+    ),
     # --- 两 ---
     ("liang", "我有2本书。", "我有两本书。"),
     ("liang", "桌上有2杯茶", "桌上有两杯茶"),
@@ -155,14 +182,22 @@ HELD_OUT: list[Case] = [
     # --- money ---
     ("money", "一杯咖啡¥35", "一杯咖啡三十五元"),
     ("money", "月薪$5,000", "月薪五千美元"),
-    ("money", "It is only $9.99.", "It is only nine dollars and ninety-nine cents.|It is only nine ninety-nine."),
+    (
+        "money",
+        "It is only $9.99.",
+        "It is only nine dollars and ninety-nine cents.|It is only nine ninety-nine.",
+    ),
     ("money", "Tickets cost $25.", "Tickets cost twenty-five dollars."),
     ("money", "He owes me $2.50.", "He owes me two dollars and fifty cents.|He owes me two fifty."),
     # --- abbreviations ---
     ("abbreviations", "Mrs. Green is our teacher.", "Missus Green is our teacher."),
     ("abbreviations", "Dr. Jones called Mr. White.", "Doctor Jones called Mister White."),
     ("abbreviations", "Prof. Chen teaches math.", "Professor Chen teaches math."),
-    ("abbreviations", "Bring pens, paper, etc.", "Bring pens, paper, et cetera.|Bring pens, paper, etcetera."),
+    (
+        "abbreviations",
+        "Bring pens, paper, etc.",
+        "Bring pens, paper, et cetera.|Bring pens, paper, etcetera.",
+    ),
     ("abbreviations", "It was Lakers vs. Celtics.", "It was Lakers versus Celtics."),
     # --- e-mail and URLs ---
     ("web", "Write to info@company.org.", "Write to info at company dot org."),
@@ -170,14 +205,33 @@ HELD_OUT: list[Case] = [
     # --- mixed zh-en and codes ---
     ("mixed", "新冠COVID-19的影响", "新冠COVID十九的影响"),
     ("mixed", "我买了iPhone 14", "我买了iPhone十四|我买了iPhone 十四"),
-    ("mixed", "We sold 2500 copies.", "We sold two thousand, five hundred copies."
-     "|We sold two thousand five hundred copies.|We sold twenty-five hundred copies."),
-    ("mixed", "There were 1500 people.", "There were one thousand, five hundred people."
-     "|There were one thousand five hundred people.|There were fifteen hundred people."),
+    (
+        "mixed",
+        "We sold 2500 copies.",
+        "We sold two thousand, five hundred copies."
+        "|We sold two thousand five hundred copies.|We sold twenty-five hundred copies.",
+    ),
+    (
+        "mixed",
+        "There were 1500 people.",
+        "There were one thousand, five hundred people."
+        "|There were one thousand five hundred people.|There were fifteen hundred people.",
+    ),
     ("mixed", "I bought 3 apples.", "I bought three apples."),
 ]
 
-CATEGORIES = ("phones", "units", "liang", "ranges", "dates", "times", "money", "abbreviations", "web", "mixed")
+CATEGORIES = (
+    "phones",
+    "units",
+    "liang",
+    "ranges",
+    "dates",
+    "times",
+    "money",
+    "abbreviations",
+    "web",
+    "mixed",
+)
 
 
 def heard(text: str) -> str:
