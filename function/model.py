@@ -197,8 +197,10 @@ def _runtime_import() -> None:
 
 def _create(settings: Settings, warm_up: bool) -> Engine:
     from function.engine import Engine
+    from function.frontend import preload_normalizer
     from function.loader import open_artifact
 
+    preload_normalizer()  # on a thread of its own: a request waits for it, ready does not
     with STARTUP.phase("artifact_fetch"):
         artifact = open_artifact(settings.artifact)
     with STARTUP.phase("session_creation"):
