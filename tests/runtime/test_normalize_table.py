@@ -78,6 +78,20 @@ def test_graph_files_are_the_wheels() -> None:
     )
 
 
+def test_the_zip_keeps_only_the_graphs_the_normaliser_reads(tmp_path: Path) -> None:
+    from infra.build_zip import trim
+
+    names = [*fst.GRAPH_FILES, "fsts/ja/tn/tagger.fst", "fsts/zh/itn/tagger.fst", "fsts/tag_oov.fst"]
+    for name in names:
+        (tmp_path / "wetext" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "wetext" / name).write_bytes(b"fst")
+    (tmp_path / "wetext" / "__init__.py").write_text("")
+    dropped = trim(tmp_path)
+    assert [path.relative_to(tmp_path / "wetext").as_posix() for path in dropped] == sorted(names[4:])
+    kept = sorted(path.relative_to(tmp_path / "wetext").as_posix() for path in tmp_path.rglob("*.*"))
+    assert kept == sorted(["__init__.py", *fst.GRAPH_FILES])
+
+
 OFFLINE = """
 import socket, sys
 
