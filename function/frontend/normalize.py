@@ -50,6 +50,9 @@ _EN_PUNCTUATION = str.maketrans(
 # Symbols the Chinese graphs leave as written (outside the units and math they tag).
 _ZH_SYMBOLS = str.maketrans({"+": "加", "=": "等于", "×": "乘", "÷": "除以", "&": "和"})
 _DIGITS = re.compile(r"\d+")
+# Where a sentence ends for certain: a stop mark, or a full stop before a capital (abbreviations are
+# spelled out by then).
+_SENTENCE_END = re.compile(r"(?<=[。！？；!?;\n])|(?<=\.)\s+(?=[A-Z])")
 _BLANKS = re.compile(r"\s+")
 
 
@@ -57,13 +60,19 @@ def normalize(text: str, language: Language) -> str:
     text = unicodedata.normalize("NFC", text).translate(_HALF_WIDTH)
     if language == "en":
         text = text.translate(_EN_PUNCTUATION)
-    text = spell_out(text, language).strip()
-    # wetext's rule: Chinese without a digit has nothing for the graphs to read.
-    if text and (language == "en" or _DIGITS.search(text)):
-        text = graphs(language).normalize(text)
+    text = spell_out(text, language)
+    # Sentence by sentence: the graphs' time grows faster than the length of their input.
+    text = " ".join(_read_sentence(piece, language) for piece in _SENTENCE_END.split(text) if piece.strip())
     # Whatever the graphs left as digits is still read (upstream's spell_out_number does so for English).
     text = _DIGITS.sub(lambda m: _read_digits(m.group(), language), text)
     return _clean_zh(text) if language == "zh" else _clean_en(text)
+
+
+def _read_sentence(sentence: str, language: Language) -> str:
+    # wetext's rule: Chinese without a digit has nothing for the graphs to read.
+    if language == "zh" and not _DIGITS.search(sentence):
+        return sentence.strip()
+    return graphs(language).normalize(sentence.strip())
 
 
 def _read_digits(digits: str, language: Language) -> str:
