@@ -2,12 +2,14 @@
 
 Each rule answers one measured fault (tests/runtime/normalize_cases.py has the sentences):
 - both languages: titles and abbreviations the graphs keep as written (Prof., St., etc., vs., Inc.; in
-  Chinese text all of them), "COVID-19" read as COVID minus nineteen;
-- Chinese: "第2名" read 第两名 and "第3-5章" 第三减五章; dialled service numbers ("拨110") read as
-  amounts, where a listener expects 幺幺零; e-mail addresses and web addresses left unspoken;
+  Chinese text all of them), "COVID-19" read as COVID minus nineteen, the full stops of "a.m." kept;
+- Chinese: "第2名" read 第两名, "第3-5章" 第三减五章, "2台" 二台, "No.1" left as written; dialled
+  service numbers ("拨110") read as amounts, where a listener expects 幺幺零; e-mail addresses and web
+  addresses left unspoken;
 - English: money ("$3.99" as three point nine nine dollars, "$1,200" as "thousand two hundred"),
-  four-digit numbers always read as years ("1234 books" as twelve thirty four, "1905" as nineteen zero
-  five), dialled numbers ("Dial 911") read as amounts, "mph" after a spelled-out number left as letters.
+  four-digit numbers outside measures read as years ("1234 books" as twelve thirty four, "1905" as
+  nineteen zero five), "1990s" as 1990 seconds, "5 m" as five minutes, dialled numbers ("Dial 911")
+  read as amounts, "mph" after a spelled-out number left as letters.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ _SHARED: list[Rule] = [
     ),
     (re.compile(r"\bvs\.?(?=\s)"), lambda m: "versus"),
     (re.compile(rf"\b({_words(_MONTHS)})\.?(?=\s*\d)"), lambda m: _MONTHS[m.group(1)]),
-    (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
+    # "7 a.m." keeps no full stop: it would end the sentence there.
+    (re.compile(r"(?<=\d)\s*([ap])\.m\.", re.IGNORECASE), lambda m: f" {m.group(1).upper()}M"),
     # A code's hyphen is no minus sign: "COVID-19" is COVID nineteen.
     (re.compile(r"(?<=[A-Za-z]{2})-(?=\d)"), lambda m: " "),
 ]
@@ -75,7 +78,12 @@ def _zh_dialled(digits: str) -> str:
 _ZH_DOT = "点"
 _TLD = r"(?:com|cn|net|org|edu|gov|io|co|uk|hk|tw|me|info)"
 
+# Classifiers after which a lone 2 is 两 where the graphs write 二 ("2台电脑", "2点钟").
+_ZH_CLASSIFIERS = "个只台本杯件张位条次天岁斤米点辆头把块双瓶碗口家所门部首棵支座间份顿场"
+
 _ZH: list[Rule] = [
+    (re.compile(rf"(?<![\d.])2(?=[{_ZH_CLASSIFIERS}])"), lambda m: "两"),
+    (re.compile(r"\bNo\.\s*(\d+)"), lambda m: "第" + zh_cardinal(m.group(1))),
     (
         re.compile(r"第(\d+)(?:\s*[-~～]\s*(\d+))?"),
         lambda m: "第" + zh_cardinal(m.group(1)) + (f"到{zh_cardinal(m.group(2))}" if m.group(2) else ""),
@@ -109,6 +117,8 @@ _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty"
     r"|sixty|seventy|eighty|ninety|hundred|thousand)"
 )
+# Before one of these a number is a measure, which the graphs read well ("1200 kg").
+_UNITS = r"kg|mg|g|km|cm|mm|m|ml|l|mph|kph|ft|lbs?|oz|[kmgt]?b|[kmg]?hz|kw|w|v|mah"
 _SPEED_UNITS = {"mph": "miles per hour", "km/h": "kilometers per hour", "kph": "kilometers per hour"}
 
 
@@ -127,6 +137,10 @@ def _en_money(m: re.Match[str]) -> str:
     return " and ".join(parts)
 
 
+def _plural(words: str) -> str:
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
 def _en_four_digits(m: re.Match[str]) -> str:
     date, context, digits = m.groups()
     if date:  # "March 5, 2024": the graphs read whole dates well
@@ -135,6 +149,7 @@ def _en_four_digits(m: re.Match[str]) -> str:
 
 
 _EN: list[Rule] = [
+    (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
     (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
     (
         re.compile(r"\b((?:1\d|20)\d\d)\s?[-–]\s?((?:1\d|20)\d\d)\b"),
@@ -144,11 +159,17 @@ _EN: list[Rule] = [
         re.compile(r"\b(?:(Dial|Call|Text)\s+)(\d{3,})\b(?![-.]?\d)", re.IGNORECASE),
         lambda m: f"{m.group(1)} {en_digits(m.group(2))}",
     ),
+    # The graphs read "m" as minutes and "1990s" as 1990 seconds.
+    (
+        re.compile(r"\b(\d+(?:\.\d+)?)\s?m\b(?![²³/])"),
+        lambda m: f"{m.group(1)} {'meter' if m.group(1) == '1' else 'meters'}",
+    ),
+    (re.compile(r"\b((?:1\d|20)\d0)s\b"), lambda m: _plural(en_year(m.group(1)))),
     (
         re.compile(
             rf"((?:{_EN_MONTH_NAMES})\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
             r"\b((?:in|since|until|by|from|of|year|before|after|around|during|to|circa)\s+)?"
-            r"(?<![\d.,:-])([1-9]\d{3})\b(?![.,:-]?\d)",
+            rf"(?<![\d.,:-])([1-9]\d{{3}})\b(?![.,:-]?\d|\s?(?:{_UNITS})(?![a-z])|\s?[°%])",
             re.IGNORECASE,
         ),
         _en_four_digits,

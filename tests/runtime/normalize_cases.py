@@ -39,6 +39,8 @@ TABLE: list[Case] = [
     ("units", "Drive at 60 mph.", "Drive at sixty miles per hour."),
     ("units", "He drove at sixty mph.", "He drove at sixty miles per hour."),
     ("units", "The lake is 30 km away.", "The lake is thirty kilometers away."),
+    ("units", "The peak is 1500 m high.", "The peak is one thousand five hundred meters high."),
+    ("units", "It holds 1200 kg.", "It holds one thousand two hundred kilograms."),
     # --- 两 ---
     ("liang", "家里有2只猫。", "家里有两只猫。"),
     ("liang", "我买了2个苹果和12个梨。", "我买了两个苹果和十二个梨。"),
@@ -46,6 +48,8 @@ TABLE: list[Case] = [
     ("liang", "来了2000人。", "来了两千人。"),
     ("liang", "他得了第2名。", "他得了第二名。"),
     ("liang", "等了2个小时", "等了两个小时"),
+    ("liang", "买了2台电脑", "买了两台电脑"),
+    ("liang", "2点钟见", "两点钟见"),
     # --- ranges ---
     ("ranges", "2020-2023年的数据", "二零二零到二零二三年的数据"),
     ("ranges", "请阅读第3-5章。", "请阅读第三到五章。"),
@@ -62,11 +66,13 @@ TABLE: list[Case] = [
         "It opened on March fifth, twenty twenty-four.|It opened on the fifth of March, twenty twenty-four.",
     ),
     ("dates", "He was born in 1905.", "He was born in nineteen oh five."),
+    ("dates", "The 1990s were fun.", "The nineteen nineties were fun."),
     ("dates", "See you on Jan. 5.", "See you on January fifth.|See you on the fifth of January."),
     # --- times ---
     ("times", "明天9:00 AM开会。", "明天上午九点开会。"),
     ("times", "最后比分98:95。", "最后比分九十八比九十五。"),
     ("times", "14:05出发", "十四点零五分出发"),
+    ("times", "At 3:45 p.m. we left.", "At three forty-five PM we left."),
     ("times", "Meet me at 9:00 AM.", "Meet me at nine AM.|Meet me at nine o'clock AM."),
     ("times", "I woke up at 7 a.m. today.", "I woke up at seven AM today."),
     ("times", "The show starts at 10:30 pm.", "The show starts at ten thirty PM."),
@@ -99,6 +105,8 @@ TABLE: list[Case] = [
     ),
     ("abbreviations", "It is red vs. blue.", "It is red versus blue."),
     ("abbreviations", "He works at Acme Inc.", "He works at Acme Incorporated."),
+    ("abbreviations", "He was No. 1.", "He was number one."),
+    ("abbreviations", "No.1选手", "第一选手"),
     # --- e-mail and URLs ---
     ("web", "Email abc@example.com today.", "Email abc at example dot com today."),
     ("web", "邮箱是abc@example.com", "邮箱是abc at example dot com|邮箱是abc艾特example点com"),
