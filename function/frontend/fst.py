@@ -2,11 +2,11 @@
 
 A sentence goes through a tagger ("5kg" → `measure { value: "5kg" }`), its tokens' fields are put in the
 order the verbalizer expects, and the verbalizer writes the words ("五千克"). `wetext` itself does this,
-but importing it reads all 36 of its graphs (Japanese and inverse normalisation too: ~270 ms, +36 MiB),
+but importing it reads all 36 of its graphs (Japanese and inverse normalisation too: ~0.2 s, +36 MiB),
 so only the Chinese and English TN graphs are read here, from the installed wheel's files, and nothing
 of `wetext` is imported. Nothing is downloaded.
 
-Reading the four graphs takes ~0.1 s and holds the GIL: `preload()` starts it on a thread of its own
+Reading the four graphs takes ~0.12 s and holds the GIL: `preload()` starts it on a thread of its own
 while the model loads; `graphs()` waits for it (or reads them itself when nothing preloaded).
 """
 
@@ -25,10 +25,16 @@ from function.frontend.language import Language
 if TYPE_CHECKING:
     import kaldifst
 
+_GRAPH_NAMES = ("tagger", "verbalizer")
+
+
+def _graph_file(language: Language, name: str) -> str:
+    """A TN graph's path inside the wetext package."""
+    return f"fsts/{language}/tn/{name}.fst"
+
+
 # The wheel's graphs this package reads; the deployment zip ships these and drops the others.
-GRAPH_FILES = tuple(
-    f"fsts/{lang}/tn/{name}.fst" for lang in get_args(Language) for name in ("tagger", "verbalizer")
-)
+GRAPH_FILES = tuple(_graph_file(language, name) for language in get_args(Language) for name in _GRAPH_NAMES)
 
 # Fields the verbalizers read in a fixed order whatever order the tagger wrote them in (wetext's
 # TN_ORDERS and EN_TN_ORDERS); `preserve_order: "true"` in a token keeps the tagger's order.
@@ -67,16 +73,16 @@ class Graphs:
         import kaldifst
 
         root = wheel_root()
-        tagger, verbalizer = (root / f"fsts/{language}/tn/{name}.fst" for name in ("tagger", "verbalizer"))
-        for path in (tagger, verbalizer):
+        paths = [root / _graph_file(language, name) for name in _GRAPH_NAMES]
+        for path in paths:
             if not path.is_file():
                 raise MissingGraphs(f"{path} is missing: the installed wetext wheel is incomplete")
-        return cls(language, kaldifst.TextNormalizer(str(tagger)), kaldifst.TextNormalizer(str(verbalizer)))
+        tagger, verbalizer = (kaldifst.TextNormalizer(str(path)) for path in paths)
+        return cls(language, tagger, verbalizer)
 
     def normalize(self, text: str) -> str:
-        tagged = self.tagger(text)
-        ordered = reorder(tagged, self.language)
-        # A tagging this module cannot parse is left unspoken rather than read as markup.
+        ordered = reorder(self.tagger(text), self.language)
+        # A tagging that does not parse is not verbalized: the text goes on as written, not as markup.
         return self.verbalizer(ordered).strip() if ordered is not None else text
 
 
@@ -130,4 +136,12 @@ def preload() -> None:
     threading.Thread(target=_read_quietly, name="cosyvoice-text-graphs", daemon=True).start()
 
 
-__all__ = ["GRAPH_FILES", "Graphs", "MissingGraphs", "graphs", "preload", "reorder", "wheel_root"]
+__all__ = [
+    "GRAPH_FILES",
+    "Graphs",
+    "MissingGraphs",
+    "graphs",
+    "preload",
+    "reorder",
+    "wheel_root",
+]
