@@ -82,7 +82,7 @@ _TLD = r"(?:com|cn|net|org|edu|gov|io|co|uk|hk|tw|me|info)"
 _ZH_CLASSIFIERS = "个只台本杯件张位条次天岁斤米点辆头把块双瓶碗口家所门部首棵支座间份顿场"
 
 _ZH: list[Rule] = [
-    (re.compile(rf"(?<![\d.])2(?=[{_ZH_CLASSIFIERS}])"), lambda m: "两"),
+    (re.compile(rf"(?<![\d.第])2(?=[{_ZH_CLASSIFIERS}])"), lambda m: "两"),  # 第2个 is an ordinal
     (re.compile(r"\bNo\.\s*(\d+)"), lambda m: "第" + zh_cardinal(m.group(1))),
     (
         re.compile(r"第(\d+)(?:\s*[-~～]\s*(\d+))?"),
