@@ -67,6 +67,16 @@ def test_missing_wheel_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         fst.wheel_root()
 
 
+def test_a_failed_preload_is_raised_by_the_request_that_needs_the_graphs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fst, "_graphs", {})
+    monkeypatch.setattr(fst.importlib.util, "find_spec", lambda name: None)
+    fst.preload()  # fails quietly on its thread
+    with pytest.raises(fst.MissingGraphs, match="wetext package is not installed"):
+        fst.graphs("en")
+
+
 def test_graph_files_are_the_wheels() -> None:
     root = fst.wheel_root()
     assert all((root / name).is_file() for name in fst.GRAPH_FILES)
