@@ -112,7 +112,7 @@ _EN_CURRENCY = {
     "£": ("pound", "pounds", "penny"),
     "¥": ("yen", "yen", ""),
 }
-_EN_MONTH_NAMES = "|".join(_MONTHS.values()) + "|May"
+_EN_MONTH_NAMES = "|".join(dict.fromkeys([*_MONTHS.values(), "May"]))
 _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty"
     r"|sixty|seventy|eighty|ninety|hundred|thousand)"
@@ -156,7 +156,7 @@ _EN: list[Rule] = [
         lambda m: f"{en_year(m.group(1))} to {en_year(m.group(2))}",
     ),
     (
-        re.compile(r"\b(?:(Dial|Call|Text)\s+)(\d{3,})\b(?![-.]?\d)", re.IGNORECASE),
+        re.compile(r"\b(Dial|Call|Text)\s+(\d{3,})\b(?![-.]?\d)", re.IGNORECASE),
         lambda m: f"{m.group(1)} {en_digits(m.group(2))}",
     ),
     # The graphs read "m" as minutes and "1990s" as 1990 seconds.
