@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from function.frontend.normalize import contains_chinese, is_only_punctuation, language_of, normalize
+from function.frontend.fst import preload as preload_normalizer
+from function.frontend.language import contains_chinese, is_only_punctuation, language_of
+from function.frontend.normalize import normalize
 from function.frontend.split import split_paragraph
 from function.frontend.tokenizer import TextTokenizer
 
@@ -40,5 +42,6 @@ __all__ = [
     "contains_chinese",
     "is_only_punctuation",
     "normalize_text",
+    "preload_normalizer",
     "prepare_text",
 ]

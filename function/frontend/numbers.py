@@ -1,7 +1,7 @@
 """Numbers as words: English (inflect's style, which upstream's `spell_out_number` uses) and Chinese.
 
-Only digit strings come in; the patterns that decide *how* a number is read (a year, a time, money, a
-decimal) live in `normalize`.
+Only digit strings come in; the rules that decide *how* a number is read (a year, money, a dialled
+number) live in `rules`.
 """
 
 from __future__ import annotations
@@ -30,15 +30,6 @@ _ONES = (
 )
 _TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
 _SCALES = ("", "thousand", "million", "billion", "trillion", "quadrillion")
-_ORDINAL_WORDS = {
-    "one": "first",
-    "two": "second",
-    "three": "third",
-    "five": "fifth",
-    "eight": "eighth",
-    "nine": "ninth",
-    "twelve": "twelfth",
-}
 MAX_CARDINAL_DIGITS = 18  # longer digit strings are read digit by digit
 
 _ZH_DIGITS = "零一二三四五六七八九"
@@ -87,19 +78,6 @@ def en_cardinal(digits: str) -> str:
 def en_digits(digits: str) -> str:
     """'007' → 'zero zero seven'."""
     return " ".join(_ONES[int(d)] for d in digits)
-
-
-def en_ordinal(digits: str) -> str:
-    """'21' → 'twenty-first'."""
-    words = en_cardinal(digits)
-    head, sep, last = words.rpartition("-") if "-" in words.split(" ")[-1] else words.rpartition(" ")
-    if last in _ORDINAL_WORDS:
-        last = _ORDINAL_WORDS[last]
-    elif last.endswith("y"):
-        last = last[:-1] + "ieth"
-    else:
-        last += "th"
-    return head + sep + last
 
 
 def en_year(digits: str) -> str:
@@ -164,4 +142,4 @@ def zh_digits(digits: str) -> str:
     return "".join(_ZH_DIGITS[int(d)] for d in digits)
 
 
-__all__ = ["en_cardinal", "en_digits", "en_ordinal", "en_year", "zh_cardinal", "zh_digits"]
+__all__ = ["en_cardinal", "en_digits", "en_year", "zh_cardinal", "zh_digits"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from function.frontend.normalize import Language
+from function.frontend.language import Language
 
 MAX_UNITS = 80  # upstream token_max_n
 MIN_UNITS = 60  # token_min_n

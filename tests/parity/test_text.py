@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from function.frontend.normalize import is_only_punctuation
+from function.frontend.language import is_only_punctuation
 from function.frontend.numbers import en_cardinal
 from function.frontend.split import split_paragraph
 from function.frontend.tokenizer import TextTokenizer

@@ -11,8 +11,9 @@ import pytest
 
 from function.errors import ArtifactError
 from function.frontend import TextTokenizer, normalize_text, prepare_text
-from function.frontend.normalize import is_only_punctuation, language_of, normalize
-from function.frontend.numbers import en_cardinal, en_ordinal, en_year, zh_cardinal
+from function.frontend.language import is_only_punctuation, language_of
+from function.frontend.normalize import normalize
+from function.frontend.numbers import en_cardinal, en_year, zh_cardinal
 from function.frontend.split import MAX_UNITS, MERGE_UNITS, split_paragraph
 from function.frontend.tokenizer import VOCAB_SIZE
 
@@ -98,16 +99,7 @@ def test_english_cardinals_read_like_inflect(digits: str, words: str) -> None:
     assert en_cardinal(digits) == words
 
 
-def test_english_ordinals_and_years() -> None:
-    assert [en_ordinal(n) for n in ("1", "2", "3", "12", "20", "21", "100")] == [
-        "first",
-        "second",
-        "third",
-        "twelfth",
-        "twentieth",
-        "twenty-first",
-        "one hundredth",
-    ]
+def test_english_years() -> None:
     assert [en_year(y) for y in ("1999", "2005", "2024", "1900", "1905")] == [
         "nineteen ninety-nine",
         "two thousand and five",
@@ -151,7 +143,7 @@ def test_chinese_cardinals(digits: str, words: str) -> None:
         ("气温-3.5℃，涨了50%", "气温负三点五摄氏度，涨了百分之五十"),
         ("门票¥120，约合$16.5", "门票一百二十元，约合十六点五美元"),
         ("共1,234,567元，占3/4", "共一百二十三万四千五百六十七元，占四分之三"),
-        ("电话13800138000，房间007", "电话一三八零零一三八零零零，房间零零七"),
+        ("电话13800138000，房间007", "电话幺三八零零幺三八零零零，房间零零七"),
         ("第3-5章", "第三到五章"),
         ("价格：１２３元！", "价格：一百二十三元！"),  # full-width digits; CJK punctuation stays
         ("我（今天）很好,", "我今天很好。"),  # upstream: brackets removed, trailing comma → 。
@@ -174,10 +166,10 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
         ),
         ("$1 and $0.99 and £2.01", "one dollar and ninety-nine cents and two pounds and one penny"),
         ("$1.5 million", "one point five million dollars"),
-        ("It rose 12.5% to -3 degrees.", "It rose twelve point five percent to minus three degrees."),
-        ("Pages 3-5, the 21st time.", "Pages three to five, the twenty-first time."),
-        ("On 2024-03-05 at 9:05 pm.", "On March fifth, twenty twenty-four at nine oh five PM."),
-        ("Meet at 10:00, ok? I am 7pm-ready", "Meet at ten o'clock, ok? I am seven PM-ready"),
+        ("It rose 12.5% to -3 degrees.", "It rose twelve point five percent to negative three degrees."),
+        ("Pages 3-5, the 21st time.", "Pages three to five, the twenty first time."),
+        ("On 2024-03-05 at 9:05 pm.", "On the fifth of march twenty twenty four at nine o five PM."),
+        ("Meet at 10:00, ok? I am 7pm-ready", "Meet at ten o'clock, ok? I am seven pm-ready"),
         (
             "Born in 1999, 1999 people.",
             "Born in nineteen ninety-nine, one thousand, nine hundred and ninety-nine people.",
@@ -241,7 +233,7 @@ def test_leading_tags_go_to_every_segment(tokenizer: TextTokenizer) -> None:
 
 
 def test_frontend_import_stays_light() -> None:
-    heavy = "{'torch', 'inflect', 'onnxruntime'}"
+    heavy = "{'torch', 'inflect', 'onnxruntime', 'kaldifst', 'wetext'}"
     code = f"import sys, function.frontend; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
