@@ -13,12 +13,16 @@ from collections.abc import Iterator
 import numpy as np
 
 from function.artifact import Artifact, LLMParams
-from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, llm_cache_input, llm_decode_spec
+from function.contract import LLM_CACHE_KINDS, LLM_DECODE, LLM_PREFILL, llm_cache_input, llm_decode_spec
 from function.errors import ArtifactError, InvalidRequest
-from function.graphs import Graph
+from function.graphs import Graph, available_cpus
 from function.sampling import sample_next
 
 CACHE_BLOCK = 128
+# A decode step is a chain of matrix-vector products bound by memory bandwidth: on one core it streams
+# the weights about as fast as on two (fp32, int8 and int4 alike), so it takes one and leaves the rest to
+# the flow and vocoder, which run at the same time (function.engine). Prefill is arithmetic: all cores.
+DECODE_THREADS = 1
 
 
 class DecoderCache:
@@ -71,9 +75,10 @@ class LLM:
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
-        names = {spec.name for spec in artifact.graph("llm_decode").inputs}
+        names = {spec.name for spec in artifact.graph(LLM_DECODE.name).inputs}
         layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
-        decode = Graph.load(artifact, "llm_decode", threads, llm_decode_spec(layers))
+        decode_threads = min(threads or available_cpus(), DECODE_THREADS)
+        decode = Graph.load(artifact, LLM_DECODE.name, decode_threads, llm_decode_spec(layers))
         prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
         return cls(prefill, decode, artifact.manifest.params.llm)
 
@@ -144,4 +149,4 @@ def _last(array: np.ndarray) -> int:
     return shape[-1]
 
 
-__all__ = ["CACHE_BLOCK", "DecoderCache", "LLM"]
+__all__ = ["CACHE_BLOCK", "DECODE_THREADS", "DecoderCache", "LLM"]

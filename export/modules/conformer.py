@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 from torch import nn
@@ -50,6 +50,23 @@ def _rel_shift(x: torch.Tensor, time: int | torch.Tensor) -> torch.Tensor:
     return shifted[:, :, :time]
 
 
+class StepKeys(NamedTuple):
+    """Where a decode step's cached rows stand, the same for every layer (computed once per step).
+
+    `distance` [capacity]: for cached key j, the index of its position score among the step's
+    [P rows 0..capacity-1, new row]: key j is at distance t − j, so key 0 takes the new row (distance t);
+    `unused` [capacity] bool: rows at or after t hold nothing yet."""
+
+    distance: torch.Tensor
+    unused: torch.Tensor
+
+    @classmethod
+    def at(cls, past_len: torch.Tensor, capacity: int) -> StepKeys:
+        keys = torch.arange(capacity, dtype=torch.int64)
+        distance = torch.where(keys == 0, capacity, (past_len - keys).clamp(min=0))
+        return cls(distance, keys >= past_len)
+
+
 class RelPositionAttention(nn.Module):
     """upstream RelPositionMultiHeadedAttention (espnet flavour): a whole sequence, or one cached step."""
 
@@ -71,13 +88,20 @@ class RelPositionAttention(nn.Module):
         """[1, T, size] → [heads, T, d_k]"""
         return x.reshape(-1, self.h, self.d_k).transpose(0, 1)
 
+    def _qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """linear_q, linear_k, linear_v of x [1, T, size] as one matrix product (one weight read, one
+        kernel call instead of three): each output is the same dot product as its own layer's."""
+        weight = torch.cat([self.linear_q.weight, self.linear_k.weight, self.linear_v.weight])
+        bias = torch.cat([self.linear_q.bias, self.linear_k.bias, self.linear_v.bias])
+        return torch.nn.functional.linear(x, weight, bias).split(self.h * self.d_k, dim=-1)
+
     def _attend(
         self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The whole-sequence pass: output [1, T, size] and its heads k, v [h, T, d_k], p [h, 2T−1, d_k]."""
-        q = self.linear_q(x).reshape(-1, self.h, self.d_k)  # [T, h, d_k]
-        k = self._heads(self.linear_k(x))
-        v = self._heads(self.linear_v(x))
+        q, k, v = self._qkv(x)
+        q = q.reshape(-1, self.h, self.d_k)  # [T, h, d_k]
+        k, v = self._heads(k), self._heads(v)
         p = self._heads(self.linear_pos(pos))  # [h, 2T-1, d_k]; index m is distance T-1-m
         q_u = (q + self.pos_bias_u).transpose(0, 1)
         q_v = (q + self.pos_bias_v).transpose(0, 1)
@@ -107,37 +131,32 @@ class RelPositionAttention(nn.Module):
         self,
         x: torch.Tensor,
         pos: torch.Tensor,
-        past_len: torch.Tensor,
+        keys: StepKeys,
         past_key: torch.Tensor,
         past_value: torch.Tensor,
         past_pos: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One new position t = past_len attending to the t cached ones and itself.
 
-        x [1, 1, size]; pos = pe(t) [1, 1, size]; past_* [h, capacity, d_k], rows ≥ t unused (finite).
+        x [1, 1, size]; pos = pe(t) [1, 1, size]; keys: where each cached row stands (`StepKeys`);
+        past_* [h, capacity, d_k], rows ≥ t unused (finite).
         Returns the output [1, 1, size] and the new rows [3, h, 1, d_k] (key, value, P for distance t).
         """
-        capacity = past_key.shape[1]
-        q = self.linear_q(x).reshape(self.h, 1, self.d_k)
-        k = self.linear_k(x).reshape(self.h, 1, self.d_k)
-        v = self.linear_v(x).reshape(self.h, 1, self.d_k)
+        q, k, v = (part.reshape(self.h, 1, self.d_k) for part in self._qkv(x))
         p = self.linear_pos(pos).reshape(self.h, 1, self.d_k)
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
         # Content scores: cached keys, then the new key.
         ac_past = torch.matmul(q_u, past_key.transpose(1, 2))  # [h, 1, capacity]
         ac_new = torch.matmul(q_u, k.transpose(1, 2))  # [h, 1, 1]
-        # Position scores by distance: cached rows hold r = 0..t-1, the new row is r = t. Cached key j is
-        # at distance t - j (so key 0 uses the new row), the new key at distance 0.
+        # Position scores by distance: cached rows hold r = 0..t-1, the new row is r = t.
         bd_by_distance = torch.cat(
             [torch.matmul(q_v, past_pos.transpose(1, 2)), torch.matmul(q_v, p.transpose(1, 2))], 2
         )
-        keys = torch.arange(capacity, dtype=torch.int64)
-        distance = torch.where(keys == 0, capacity, (past_len - keys).clamp(min=0))
-        bd_past = torch.index_select(bd_by_distance, 2, distance)
+        bd_past = torch.index_select(bd_by_distance, 2, keys.distance)
         bd_new = bd_by_distance[:, :, :1]
         past_scores = (ac_past + bd_past) / math.sqrt(self.d_k)
-        past_scores = past_scores.masked_fill(keys >= past_len, float("-inf"))
+        past_scores = past_scores.masked_fill(keys.unused, float("-inf"))
         scores = torch.cat([past_scores, (ac_new + bd_new) / math.sqrt(self.d_k)], 2)
         weights = torch.softmax(scores, dim=-1)
         context = torch.matmul(weights[:, :, :-1], past_value) + weights[:, :, -1:] * v  # [h, 1, d_k]
@@ -191,9 +210,9 @@ class Block(nn.Module):
         return self._feed_forward(x + attended), cache
 
     def step(
-        self, x: torch.Tensor, pos: torch.Tensor, past_len: torch.Tensor, *past: torch.Tensor
+        self, x: torch.Tensor, pos: torch.Tensor, keys: StepKeys, *past: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, rows = self.self_attn.step(self._norm_attn()(x), pos, past_len, *past)
+        attended, rows = self.self_attn.step(self._norm_attn()(x), pos, keys, *past)
         return self._feed_forward(x + attended), rows
 
 
@@ -269,9 +288,10 @@ class Encoder(nn.Module):
         """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per-layer new rows."""
         x = self.embed(x)
         pos = sinusoid(past_len.to(torch.float32).reshape(1), inverse_frequencies(self.size)).unsqueeze(0)
+        keys = StepKeys.at(past_len, past[0][0].shape[1])  # every layer's cache has the same capacity
         rows = []
         for block, layer_past in zip(self.blocks, past, strict=True):
-            x, new = block.step(x, pos, past_len, *layer_past)
+            x, new = block.step(x, pos, keys, *layer_past)
             rows.append(new)
         return self.after_norm(x), rows
 

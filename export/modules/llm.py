@@ -17,8 +17,7 @@ from torch import nn
 
 from export.config import LLMConfig
 from export.modules.conformer import Encoder, check_encoder
-
-CACHE_KINDS = 3  # key, value, projected position rows
+from function.contract import LLM_CACHE_KINDS
 
 
 class TransformerLM(nn.Module):
@@ -89,9 +88,10 @@ class DecodeStep(nn.Module):
     def forward(
         self, token: torch.Tensor, past_len: torch.Tensor, *past: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        layers = [tuple(past[i : i + CACHE_KINDS]) for i in range(0, len(past), CACHE_KINDS)]
+        kinds = len(LLM_CACHE_KINDS)
+        layers = [tuple(past[i : i + kinds]) for i in range(0, len(past), kinds)]
         hidden, rows = self.lm.llm.step(self.lm.speech_embedding(token), past_len, layers)  # type: ignore[arg-type]
         return self.lm.log_probs(hidden), torch.stack(rows)
 
 
-__all__ = ["CACHE_KINDS", "DecodeStep", "Prefill", "TransformerLM"]
+__all__ = ["DecodeStep", "Prefill", "TransformerLM"]

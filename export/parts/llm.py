@@ -15,7 +15,7 @@ import onnx
 import torch
 
 from export.config import LLMConfig
-from export.modules.llm import CACHE_KINDS, DecodeStep, Prefill, TransformerLM
+from export.modules.llm import DecodeStep, Prefill, TransformerLM
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
 from function.artifact import LLMParams
@@ -110,7 +110,7 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
     )
     decode_spec = llm_decode_spec(layers)
     capacity, past_len = 16, 11
-    past = tuple(torch.randn(heads, capacity, head_dim) for _ in range(layers * CACHE_KINDS))
+    past = tuple(torch.randn(heads, capacity, head_dim) for _ in range(layers * len(LLM_CACHE_KINDS)))
     decode = _export(
         DecodeStep(module),
         (torch.tensor([[9]]), torch.tensor(past_len), *past),
