@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 2  # 2: graphs list their tensors in weights.bin
+FORMAT_VERSION = 3  # 2: graphs list their tensors in weights.bin; 3: llm_positions, 2-kind decode rows
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "weights.bin"
@@ -71,7 +71,11 @@ def _t(name: str, dtype: str, *shape: int | str) -> TensorSpec:
 # `past_len` are valid) and returns only the new rows; the runtime writes them into its buffers. Per-layer
 # inputs are what makes this copy-free: slicing one stacked cache inside a graph copies it every step.
 # Cache kinds per layer: key, value, and the layer's linear_pos(pe(r)) rows for distances r = 0, 1, ...
+# Prefill returns all three for its prefix; a decode step returns only the new key and value rows
+# (LLM_STEP_KINDS). Position rows depend on nothing but the distance, so llm_positions computes them
+# ahead of the steps, a block of distances in one matrix product, instead of one GEMV per layer per step.
 LLM_CACHE_KINDS = ("key", "value", "pos")
+LLM_STEP_KINDS = LLM_CACHE_KINDS[:2]
 
 
 def llm_cache_input(kind: str, layer: int) -> str:
@@ -93,8 +97,18 @@ LLM_PREFILL = GraphSpec(
 )
 
 
+LLM_POSITIONS = GraphSpec(
+    name="llm_positions",
+    role="llm",
+    inputs=(_t("distances", "int64", "count"),),  # r ≥ 0
+    outputs=(_t("rows", "float32", "layers", "heads", "count", "head_dim"),),  # linear_pos(pe(r)) per layer
+)
+
+
 def llm_decode_spec(layers: int) -> GraphSpec:
-    """The decode graph of an LLM with `layers` decoder blocks (the released model has 14)."""
+    """The decode graph of an LLM with `layers` decoder blocks (the released model has 14).
+
+    A step at position t reads past_pos rows for distances 0..t: the runtime fills them ahead."""
     cache = tuple(
         _t(llm_cache_input(kind, layer), "float32", "heads", "capacity", "head_dim")
         for layer in range(layers)
@@ -106,7 +120,7 @@ def llm_decode_spec(layers: int) -> GraphSpec:
         inputs=(_t("token", "int64", 1, 1), _t("past_len", "int64"), *cache),
         outputs=(
             _t("logp", "float32", 1, "speech_vocab"),
-            _t("new_rows", "float32", "layers", 3, "heads", 1, "head_dim"),  # row past_len of each buffer
+            _t("new_rows", "float32", "layers", 2, "heads", 1, "head_dim"),  # row past_len: LLM_STEP_KINDS
         ),
     )
 
@@ -182,6 +196,7 @@ SPEECH_TOKENIZER = GraphSpec(
 CORE_GRAPHS: tuple[GraphSpec, ...] = (
     LLM_PREFILL,
     LLM_DECODE,
+    LLM_POSITIONS,
     FLOW_ENCODER,
     FLOW_ESTIMATOR,
     HIFT_F0,

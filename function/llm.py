@@ -1,19 +1,29 @@
 """The speech-token LLM at run time: prefill once, then one decode step per token, streamed out.
 
-The decode graph reads per-layer cache buffers in place and returns only the new rows (see
-function/contract.py). `DecoderCache` owns those buffers: one array [layers, 3, heads, capacity, head_dim]
-whose [layer, kind] slices are contiguous, so onnxruntime reads them without a copy; the capacity grows
-by `CACHE_BLOCK` positions, so attention over unused rows stays bounded and reallocation is rare.
+The decode graph reads per-layer cache buffers in place and returns only the new key and value rows
+(see function/contract.py). `DecoderCache` owns those buffers: one array [layers, 3, heads, capacity,
+head_dim] whose [layer, kind] slices are contiguous, so onnxruntime reads them without a copy; the
+capacity grows by `CACHE_BLOCK` positions, so attention over unused rows stays bounded and reallocation
+is rare. Each block's position rows come from the llm_positions graph when the block is added: one
+matrix product per block instead of a matrix-vector product per layer in every step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
 from function.artifact import Artifact, LLMParams
-from function.contract import LLM_CACHE_KINDS, LLM_DECODE, LLM_PREFILL, llm_cache_input, llm_decode_spec
+from function.contract import (
+    LLM_CACHE_KINDS,
+    LLM_DECODE,
+    LLM_POSITIONS,
+    LLM_PREFILL,
+    LLM_STEP_KINDS,
+    llm_cache_input,
+    llm_decode_spec,
+)
 from function.errors import ArtifactError, InvalidRequest
 from function.graphs import Graph, available_cpus
 from function.sampling import sample_next
@@ -25,20 +35,34 @@ CACHE_BLOCK = 128
 DECODE_THREADS = 1
 
 
-class DecoderCache:
-    """The decode graph's past K / V / position rows, filled by prefill and one row per step."""
+_POS = LLM_CACHE_KINDS.index("pos")
+_STEP = len(LLM_STEP_KINDS)  # the kinds a step returns come first
 
-    def __init__(self, prefill_cache: np.ndarray) -> None:
+
+class DecoderCache:
+    """The decode graph's past K / V / position rows: K and V filled by prefill and one row per step,
+    position rows by prefill and then `positions` for each new block of distances, ahead of the steps.
+
+    Invariant: capacity > length, and position rows are there for every distance below capacity, so the
+    step at position `length` finds the rows for distances 0..length it reads."""
+
+    def __init__(self, prefill_cache: np.ndarray, positions: Callable[[np.ndarray], np.ndarray]) -> None:
         layers, kinds, heads, length, head_dim = prefill_cache.shape
         if kinds != len(LLM_CACHE_KINDS):
             raise ArtifactError(f"llm_prefill cache has {kinds} kinds, expected {len(LLM_CACHE_KINDS)}")
         self.length = length
+        self._positions = positions
         self._buffers = np.zeros((layers, kinds, heads, _round_up(length + 1), head_dim), dtype=np.float32)
         self._buffers[:, :, :, :length] = prefill_cache
+        self._fill_positions(length)
 
     @property
     def capacity(self) -> int:
         return self._buffers.shape[3]
+
+    def _fill_positions(self, start: int) -> None:
+        """Position rows for distances start..capacity−1: [layers, heads, n, head_dim] from the graph."""
+        self._buffers[:, _POS, :, start:] = self._positions(np.arange(start, self.capacity, dtype=np.int64))
 
     def feeds(self) -> dict[str, np.ndarray]:
         layers = self._buffers.shape[0]
@@ -49,16 +73,17 @@ class DecoderCache:
         return feeds
 
     def append(self, rows: np.ndarray) -> None:
-        """rows [layers, 3, heads, 1, head_dim] become position `length`."""
-        if self.length == self.capacity:
-            grown = np.zeros(
-                self._buffers.shape[:3] + (self.capacity + CACHE_BLOCK,) + self._buffers.shape[4:],
-                dtype=np.float32,
-            )
-            grown[:, :, :, : self.length] = self._buffers
-            self._buffers = grown
-        self._buffers[:, :, :, self.length] = rows[:, :, :, 0]
+        """rows [layers, 2, heads, 1, head_dim] (key, value) become position `length`."""
+        self._buffers[:, :_STEP, :, self.length] = rows[:, :, :, 0]
         self.length += 1
+        if self.length == self.capacity:
+            filled = self.capacity
+            grown = np.zeros(
+                self._buffers.shape[:3] + (filled + CACHE_BLOCK,) + self._buffers.shape[4:], dtype=np.float32
+            )
+            grown[:, :, :, :filled] = self._buffers
+            self._buffers = grown
+            self._fill_positions(filled)
 
 
 def _round_up(length: int) -> int:
@@ -68,9 +93,10 @@ def _round_up(length: int) -> int:
 class LLM:
     """Text tokens (+ speaker / prompt) → speech tokens, yielded one by one."""
 
-    def __init__(self, prefill: Graph, decode: Graph, params: LLMParams) -> None:
+    def __init__(self, prefill: Graph, decode: Graph, positions: Graph, params: LLMParams) -> None:
         self.prefill = prefill
         self.decode = decode
+        self.positions = positions
         self.params = params
 
     @classmethod
@@ -80,7 +106,8 @@ class LLM:
         decode_threads = min(threads or available_cpus(), DECODE_THREADS)
         decode = Graph.load(artifact, LLM_DECODE.name, decode_threads, llm_decode_spec(layers))
         prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
-        return cls(prefill, decode, artifact.manifest.params.llm)
+        positions = Graph.load(artifact, LLM_POSITIONS.name, threads)
+        return cls(prefill, decode, positions, artifact.manifest.params.llm)
 
     def start(
         self, text_tokens: np.ndarray, speaker_embedding: np.ndarray, prompt_speech_tokens: np.ndarray
@@ -93,7 +120,10 @@ class LLM:
             ),
             prompt_speech_tokens=np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(1, -1),
         )
-        return out["logp"][0], DecoderCache(out["cache"])
+        return out["logp"][0], DecoderCache(out["cache"], self._position_rows)
+
+    def _position_rows(self, distances: np.ndarray) -> np.ndarray:
+        return self.positions.run(distances=distances)["rows"]
 
     def step(self, token: int, cache: DecoderCache) -> np.ndarray:
         """Feed `token` at position cache.length; returns the next log-probabilities [vocab]."""

@@ -11,8 +11,9 @@ a feed-forward, no macaron half-step, no convolution module.
   everywhere (static_chunk_size 0), so its graph holds no mask at all.
 - A decode step never recomputes linear_pos over the whole context (upstream does, every step): the
   projected rows P[r] = linear_pos(pe(r)) depend only on the distance r ≥ 0, so they are cached beside
-  K and V (prefill emits r = 0..T−1, each step adds the one new distance r = t). The step then costs
-  O(context) like plain attention.
+  K and V (prefill emits r = 0..T−1, `positions` any further block of distances in one matrix product)
+  and a step only reads them. The step then costs O(context) like plain attention, and its weights are
+  the ones it cannot do without.
 
 Every path takes one sequence, [1, T, size], as every graph built on it does. Linear layers always see 3-D
 inputs so the exporter emits MatMul with the same folded (transposed) weight in the LLM's prefill and
@@ -53,9 +54,8 @@ def _rel_shift(x: torch.Tensor, time: int | torch.Tensor) -> torch.Tensor:
 class StepKeys(NamedTuple):
     """Where a decode step's cached rows stand, the same for every layer (computed once per step).
 
-    `distance` [capacity]: for cached key j, the index of its position score among the step's
-    [P rows 0..capacity-1, new row]: key j is at distance t − j, so key 0 takes the new row (distance t);
-    `unused` [capacity] bool: rows at or after t hold nothing yet."""
+    `distance` [capacity]: cached key j is at distance t − j from the new position t, which indexes its
+    position row (rows hold distances 0, 1, ...); `unused` [capacity] bool: rows ≥ t hold no key yet."""
 
     distance: torch.Tensor
     unused: torch.Tensor
@@ -63,8 +63,7 @@ class StepKeys(NamedTuple):
     @classmethod
     def at(cls, past_len: torch.Tensor, capacity: int) -> StepKeys:
         keys = torch.arange(capacity, dtype=torch.int64)
-        distance = torch.where(keys == 0, capacity, (past_len - keys).clamp(min=0))
-        return cls(distance, keys >= past_len)
+        return cls((past_len - keys).clamp(min=0), keys >= past_len)
 
 
 class RelPositionAttention(nn.Module):
@@ -102,7 +101,7 @@ class RelPositionAttention(nn.Module):
         q, k, v = self._qkv(x)
         q = q.reshape(-1, self.h, self.d_k)  # [T, h, d_k]
         k, v = self._heads(k), self._heads(v)
-        p = self._heads(self.linear_pos(pos))  # [h, 2T-1, d_k]; index m is distance T-1-m
+        p = self.positions(pos)  # [h, 2T-1, d_k]; index m is distance T-1-m
         q_u = (q + self.pos_bias_u).transpose(0, 1)
         q_v = (q + self.pos_bias_v).transpose(0, 1)
         matrix_ac = torch.matmul(q_u, k.transpose(1, 2))  # [h, T, T]
@@ -127,10 +126,13 @@ class RelPositionAttention(nn.Module):
         rows = torch.flip(p[:, : x.shape[1]], dims=[1])  # distances 0..T-1
         return out, torch.stack([k, v, rows])
 
+    def positions(self, pe: torch.Tensor) -> torch.Tensor:
+        """The layer's position rows linear_pos(pe(r)) [h, n, d_k] for pe [1, n, size]."""
+        return self._heads(self.linear_pos(pe))
+
     def step(
         self,
         x: torch.Tensor,
-        pos: torch.Tensor,
         keys: StepKeys,
         past_key: torch.Tensor,
         past_value: torch.Tensor,
@@ -138,21 +140,19 @@ class RelPositionAttention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One new position t = past_len attending to the t cached ones and itself.
 
-        x [1, 1, size]; pos = pe(t) [1, 1, size]; keys: where each cached row stands (`StepKeys`);
-        past_* [h, capacity, d_k], rows ≥ t unused (finite).
-        Returns the output [1, 1, size] and the new rows [3, h, 1, d_k] (key, value, P for distance t).
+        x [1, 1, size]; keys: where each cached row stands (`StepKeys`); past_key/past_value
+        [h, capacity, d_k], rows ≥ t unused (finite); past_pos [h, capacity, d_k], the position rows for
+        distances 0..capacity−1, of which 0..t are read. Returns the output [1, 1, size] and the new rows
+        [2, h, 1, d_k] (key, value).
         """
         q, k, v = (part.reshape(self.h, 1, self.d_k) for part in self._qkv(x))
-        p = self.linear_pos(pos).reshape(self.h, 1, self.d_k)
         q_u = q + self.pos_bias_u.unsqueeze(1)
         q_v = q + self.pos_bias_v.unsqueeze(1)
         # Content scores: cached keys, then the new key.
         ac_past = torch.matmul(q_u, past_key.transpose(1, 2))  # [h, 1, capacity]
         ac_new = torch.matmul(q_u, k.transpose(1, 2))  # [h, 1, 1]
-        # Position scores by distance: cached rows hold r = 0..t-1, the new row is r = t.
-        bd_by_distance = torch.cat(
-            [torch.matmul(q_v, past_pos.transpose(1, 2)), torch.matmul(q_v, p.transpose(1, 2))], 2
-        )
+        # Position scores by distance r (entry r); cached key j takes distance t − j, the new key 0.
+        bd_by_distance = torch.matmul(q_v, past_pos.transpose(1, 2))  # [h, 1, capacity]
         bd_past = torch.index_select(bd_by_distance, 2, keys.distance)
         bd_new = bd_by_distance[:, :, :1]
         past_scores = (ac_past + bd_past) / math.sqrt(self.d_k)
@@ -161,7 +161,7 @@ class RelPositionAttention(nn.Module):
         weights = torch.softmax(scores, dim=-1)
         context = torch.matmul(weights[:, :, :-1], past_value) + weights[:, :, -1:] * v  # [h, 1, d_k]
         out = self.linear_out(context.reshape(1, 1, self.h * self.d_k))
-        return out, torch.stack([k, v, p])
+        return out, torch.stack([k, v])
 
 
 class FeedForward(nn.Module):
@@ -209,10 +209,8 @@ class Block(nn.Module):
         attended, cache = self.self_attn.prefill(self._norm_attn()(x), pos, allowed)
         return self._feed_forward(x + attended), cache
 
-    def step(
-        self, x: torch.Tensor, pos: torch.Tensor, keys: StepKeys, *past: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, rows = self.self_attn.step(self._norm_attn()(x), pos, keys, *past)
+    def step(self, x: torch.Tensor, keys: StepKeys, *past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, rows = self.self_attn.step(self._norm_attn()(x), keys, *past)
         return self._feed_forward(x + attended), rows
 
 
@@ -287,13 +285,18 @@ class Encoder(nn.Module):
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per-layer new rows."""
         x = self.embed(x)
-        pos = sinusoid(past_len.to(torch.float32).reshape(1), inverse_frequencies(self.size)).unsqueeze(0)
         keys = StepKeys.at(past_len, past[0][0].shape[1])  # every layer's cache has the same capacity
         rows = []
         for block, layer_past in zip(self.blocks, past, strict=True):
-            x, new = block.step(x, pos, keys, *layer_past)
+            x, new = block.step(x, keys, *layer_past)
             rows.append(new)
         return self.after_norm(x), rows
+
+    def positions(self, distances: torch.Tensor) -> torch.Tensor:
+        """Every layer's position rows for distances [n] ≥ 0 → [layers, h, n, d_k] (what prefill caches
+        for its prefix, for the distances a decode step will reach)."""
+        pe = sinusoid(distances.to(torch.float32), inverse_frequencies(self.size)).unsqueeze(0)
+        return torch.stack([block.self_attn.positions(pe) for block in self.blocks])
 
 
 def check_encoder(config: EncoderConfig, where: str, causal: bool) -> None:

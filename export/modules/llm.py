@@ -76,7 +76,7 @@ class Prefill(nn.Module):
 
 
 class DecodeStep(nn.Module):
-    """Graph llm_decode: one speech token at position past_len → logp and new rows [layers, 3, h, 1, d_k].
+    """Graph llm_decode: one speech token at position past_len → logp and new rows [layers, 2, h, 1, d_k].
 
     Inputs after (token, past_len) are past_key_0, past_value_0, past_pos_0, past_key_1, ... .
     """
@@ -94,4 +94,15 @@ class DecodeStep(nn.Module):
         return self.lm.log_probs(hidden), torch.stack(rows)
 
 
-__all__ = ["DecodeStep", "Prefill", "TransformerLM"]
+class Positions(nn.Module):
+    """Graph llm_positions: distances [n] → every decoder layer's position rows [layers, h, n, d_k]."""
+
+    def __init__(self, lm: TransformerLM) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, distances: torch.Tensor) -> torch.Tensor:
+        return self.lm.llm.positions(distances)
+
+
+__all__ = ["DecodeStep", "Positions", "Prefill", "TransformerLM"]

@@ -1,4 +1,4 @@
-"""The LLM part of the export: llm.pt → llm_prefill + llm_decode graphs, optional weight quantisation.
+"""The LLM part of the export: llm.pt → llm_prefill, llm_decode, llm_positions; optional weight quantisation.
 
 `export_graphs` returns in-memory ModelProtos (initializers embedded); export/writer.py moves the big
 tensors into weights.bin and stores tensors both graphs share (every decoder weight) once.
@@ -15,11 +15,18 @@ import onnx
 import torch
 
 from export.config import LLMConfig
-from export.modules.llm import DecodeStep, Prefill, TransformerLM
+from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
 from function.artifact import LLMParams
-from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, OPSET, llm_cache_input, llm_decode_spec
+from function.contract import (
+    LLM_CACHE_KINDS,
+    LLM_POSITIONS,
+    LLM_PREFILL,
+    OPSET,
+    llm_cache_input,
+    llm_decode_spec,
+)
 from function.llm import LLM
 
 OUTPUT_SCALE = 8.0
@@ -122,7 +129,14 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
             for kind in LLM_CACHE_KINDS
         },
     )
-    return {"llm_prefill": prefill, "llm_decode": decode}
+    positions = _export(
+        Positions(module),
+        (torch.arange(5, 9),),
+        LLM_POSITIONS.input_names,
+        LLM_POSITIONS.output_names,
+        {"distances": {0: "count"}, "rows": {2: "count"}},
+    )
+    return {LLM_PREFILL.name: prefill, decode_spec.name: decode, LLM_POSITIONS.name: positions}
 
 
 def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
@@ -135,6 +149,7 @@ def _llm(graphs: dict[str, onnx.ModelProto], config: LLMConfig, prepack: bool) -
     return LLM(
         in_memory_graph(graphs[LLM_PREFILL.name], LLM_PREFILL, prepack),
         in_memory_graph(graphs[decode.name], decode, prepack),
+        in_memory_graph(graphs[LLM_POSITIONS.name], LLM_POSITIONS, prepack),
         LLMParams(speech_token_size=config.speech_token_size),
     )
 

@@ -24,7 +24,7 @@ from export.config import LLMConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
 from export.parts import llm as part
 from function.artifact import LLMParams
-from function.contract import LLM_PREFILL, llm_decode_spec
+from function.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
 from function.graphs import Graph, session_options
 from function.llm import CACHE_BLOCK, LLM
 from function.sampling import draw, nucleus, ras_sample
@@ -77,6 +77,7 @@ def _ours(graphs: dict, config: LLMConfig) -> LLM:
     return LLM(
         graph("llm_prefill", LLM_PREFILL),
         graph("llm_decode", llm_decode_spec(config.llm.num_blocks)),
+        graph("llm_positions", LLM_POSITIONS),
         LLMParams(speech_token_size=config.speech_token_size),
     )
 

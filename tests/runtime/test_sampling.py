@@ -106,7 +106,12 @@ class FakeDecode:
     def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         self.past_lens.append(int(inputs["past_len"]))
         assert inputs["past_key_0"].flags.c_contiguous
-        return {"logp": self.logp[None], "new_rows": np.ones((LAYERS, 3, HEADS, 1, HEAD_DIM), np.float32)}
+        return {"logp": self.logp[None], "new_rows": np.ones((LAYERS, 2, HEADS, 1, HEAD_DIM), np.float32)}
+
+
+class FakePositions:
+    def run(self, distances: np.ndarray) -> dict[str, np.ndarray]:
+        return {"rows": np.zeros((LAYERS, HEADS, distances.size, HEAD_DIM), np.float32)}
 
 
 def fake_llm(eos_prob: float) -> tuple[LLM, FakePrefill, FakeDecode]:
@@ -115,7 +120,7 @@ def fake_llm(eos_prob: float) -> tuple[LLM, FakePrefill, FakeDecode]:
     with np.errstate(divide="ignore"):
         logp = np.log(probs)
     prefill, decode = FakePrefill(logp), FakeDecode(logp)
-    return LLM(prefill, decode, PARAMS), prefill, decode  # type: ignore[arg-type]
+    return LLM(prefill, decode, FakePositions(), PARAMS), prefill, decode  # type: ignore[arg-type]
 
 
 def generate(llm: LLM, text_len: int, prompt_text_len: int = 0, seed: int = 0) -> list[int]:
@@ -153,19 +158,38 @@ def test_first_token_is_never_eos() -> None:
     assert len(generate(llm, text_len=1)) == 1
 
 
+class DistancePositions:
+    """Position rows that hold their own distance, and a record of the distances asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def __call__(self, distances: np.ndarray) -> np.ndarray:
+        self.asked.append(distances.tolist())
+        rows = np.broadcast_to(distances[None, None, :, None], (LAYERS, HEADS, distances.size, HEAD_DIM))
+        return rows.astype(np.float32)
+
+
 def test_decoder_cache_appends_rows_and_grows() -> None:
     prefill = np.arange(LAYERS * 3 * HEADS * 5 * HEAD_DIM, dtype=np.float32).reshape(
         LAYERS, 3, HEADS, 5, HEAD_DIM
     )
-    cache = DecoderCache(prefill)
+    positions = DistancePositions()
+    cache = DecoderCache(prefill, positions)
     assert cache.capacity == CACHE_BLOCK
+    assert positions.asked == [list(range(5, CACHE_BLOCK))]  # the prefix's own rows came with prefill
     for step in range(CACHE_BLOCK):
-        cache.append(np.full((LAYERS, 3, HEADS, 1, HEAD_DIM), step, np.float32))
+        cache.append(np.full((LAYERS, 2, HEADS, 1, HEAD_DIM), step, np.float32))
+        assert cache.capacity > cache.length  # the next step finds its position rows
     assert cache.length == 5 + CACHE_BLOCK and cache.capacity == 2 * CACHE_BLOCK
+    assert positions.asked[1:] == [list(range(CACHE_BLOCK, 2 * CACHE_BLOCK))]  # one block, when it was added
     feeds = cache.feeds()
     assert int(feeds["past_len"]) == cache.length
     np.testing.assert_array_equal(feeds["past_value_1"][:, :5], prefill[1, 1])
-    assert (feeds["past_pos_0"][:, 5 + 7] == 7).all() and (feeds["past_key_0"][:, cache.length :] == 0).all()
+    np.testing.assert_array_equal(feeds["past_pos_0"][:, :5], prefill[0, 2])
+    assert (feeds["past_key_0"][:, 5 + 7] == 7).all() and (feeds["past_key_0"][:, cache.length :] == 0).all()
+    assert (feeds["past_pos_1"][:, 5 + 7] == 5 + 7).all()
+    assert (feeds["past_pos_1"][:, -1] == cache.capacity - 1).all()
     assert all(value.flags.c_contiguous for value in feeds.values())
 
 
