@@ -3,7 +3,7 @@
 The parity tests (tests/parity) prove each graph at tiny size; this command repeats the three end-to-end
 comparisons on the full-size model directory and the artifact exported from it, where fp32 error
 accumulates over 14-layer transformers and 10 ODE steps. The reference is built exactly as those tests
-build it (their builder functions are imported, not copied) and loads the model directory's .pt files
+build it (both import bench.reference) and loads the model directory's .pt files
 strictly; ours runs in onnxruntime through the runtime classes, opened from the artifact on disk.
 Components run one at a time and are dropped afterwards, so the peak is one torch model plus its graphs.
 """
@@ -22,15 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# isort: off
-import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
-from tests.parity.test_flow import build_upstream as build_upstream_flow
-from tests.parity.test_flow import upstream_mel
-from tests.parity.test_hift import build_upstream as build_upstream_hift, upstream_draws
-from tests.parity.test_llm import _upstream_teacher_forced
-from tests.parity.test_llm import build_upstream as build_upstream_llm
-
-# isort: on
+from bench import reference as upstream
 from bench.config import FULL, BenchConfig
 from bench.procs import write_json
 from bench.tables import Table
@@ -73,7 +65,7 @@ def _peak(expected: np.ndarray) -> float:
 
 def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Teacher-forced logp: prefill, then DECODE_STEPS cached decode steps, with and without a prompt."""
-    reference = build_upstream_llm(config.llm, load_state_dict(model_dir / "llm.pt"))
+    reference = upstream.build_llm(config.llm, load_state_dict(model_dir / "llm.pt"))
     ours = LLM.load(artifact, threads)
     checks = []
     for name, speaker, prompt_text_len, prompt_len in (
@@ -88,7 +80,7 @@ def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads:
         prompt_speech = rng.integers(0, config.llm.speech_token_size, prompt_len)
         teacher = [int(t) for t in rng.integers(0, config.llm.speech_token_size, DECODE_STEPS)]
         with torch.inference_mode():
-            expected = _upstream_teacher_forced(
+            expected = upstream.llm_teacher_forced(
                 reference, text, prompt_text, speaker_embedding, prompt_speech, teacher
             )
         logp, cache = ours.start(np.concatenate([prompt_text, text]), speaker_embedding, prompt_speech)
@@ -109,7 +101,7 @@ def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads:
 
 def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Mel for FLOW_TOKENS tokens from the same starting noise, with and without a prompt."""
-    reference = build_upstream_flow(config.flow)
+    reference = upstream.build_flow(config.flow)
     reference.load_state_dict(load_state_dict(model_dir / "flow.pt"), strict=True)
     reference.eval()
     ours = Flow.load(artifact, threads)
@@ -123,7 +115,7 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
         prompt_mel = rng.standard_normal((1, prompt_frames, config.flow.output_size), dtype=np.float32)
         embedding = rng.standard_normal((1, config.flow.spk_embed_dim), dtype=np.float32)
         noise = ours.sample_noise(rng, prompt_frames + ours.mel_frames(FLOW_TOKENS))
-        expected = upstream_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
+        expected = upstream.flow_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
         got = ours(tokens, prompt_tokens, prompt_mel, embedding, noise)
         label = f"prompt {n_prompt} tokens + {prompt_frames} frames" if n_prompt else "no prompt"
         checks.append(
@@ -139,7 +131,7 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
 
 def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Waveform for VOCODER_FRAMES mel frames; upstream's SineGen draws are replayed into ours."""
-    reference = build_upstream_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
+    reference = upstream.build_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
     ours = Vocoder.load(artifact, threads)
     start = time.perf_counter()
     mel = torch.randn(
@@ -148,7 +140,7 @@ def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, thre
     torch.manual_seed(SEED)
     with torch.inference_mode():
         expected, _ = reference.inference(mel)
-    phase, noise = upstream_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
+    phase, noise = upstream.sine_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
     got = ours(mel.numpy(), phase=phase, noise=noise)
     expected = expected.reshape(-1).numpy()
     error = _max_abs(got, expected)
