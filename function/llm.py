@@ -12,10 +12,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from function.artifact import Artifact, LLMParams
+from function.artifact import Artifact
 from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, llm_cache_input, llm_decode_spec
 from function.errors import ArtifactError, InvalidRequest
 from function.graphs import Graph
+from function.params import LLMParams
 from function.sampling import sample_next
 
 CACHE_BLOCK = 128

@@ -22,17 +22,9 @@ from torch import nn
 from export.config import EstimatorConfig, FlowConfig
 from export.modules.conformer import Encoder, check_encoder
 
-# Upstream hard-codes the mel frame rate inside the flow (22050 Hz, hop 256), independent of the config.
-MEL_SAMPLE_RATE = 22050
-MEL_HOP = 256
 # Long chunks (> 2 * EDGE_TOKENS new tokens) get their first and last EDGE_TOKENS tokens interpolated on
 # their own, so a chunk's edges map to a fixed number of frames (upstream's token_overlap_len).
 EDGE_TOKENS = 20
-
-
-def mel_frames(n_tokens: int, input_frame_rate: int) -> int:
-    """Mel frames for `n_tokens` speech tokens, rounded down exactly as upstream does."""
-    return int(n_tokens / input_frame_rate * MEL_SAMPLE_RATE / MEL_HOP)
 
 
 def check_config(config: FlowConfig) -> None:
@@ -428,7 +420,7 @@ class FlowEncoderGraph(nn.Module):
     def __init__(self, flow: FlowModel) -> None:
         super().__init__()
         self.flow = flow
-        self.edge_frames = mel_frames(EDGE_TOKENS, flow.config.input_frame_rate)
+        self.edge_frames = flow.config.params().mel_frames(EDGE_TOKENS)
 
     def forward(
         self,
@@ -457,6 +449,5 @@ __all__ = [
     "FlowEncoderGraph",
     "FlowModel",
     "check_config",
-    "mel_frames",
     "segment_sources",
 ]

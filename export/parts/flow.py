@@ -9,12 +9,12 @@ import onnx
 import torch
 
 from export.config import FlowConfig
-from export.modules.flow import FlowEncoderGraph, FlowModel, mel_frames
+from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
-from function.artifact import FlowParams
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
 from function.flow import Flow
+from function.params import FlowParams
 
 # Axis labels of the contract that vary per call; the others (n_mels, spk_dim) are fixed by the model.
 DYNAMIC_AXES = frozenset({"batch", "mel_len", "token_len", "total_mel_len"})
@@ -88,8 +88,8 @@ def example_encoder_inputs(config: FlowConfig) -> tuple[torch.Tensor, ...]:
     return (
         torch.randint(0, config.vocab_size, (1, prompt + new), generator=generator),
         torch.tensor(prompt),
-        torch.tensor(mel_frames(prompt, config.input_frame_rate)),
-        torch.tensor(mel_frames(new, config.input_frame_rate)),
+        torch.tensor(config.params().mel_frames(prompt)),
+        torch.tensor(config.params().mel_frames(new)),
         torch.randn(1, config.spk_embed_dim, generator=generator),
     )
 

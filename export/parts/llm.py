@@ -18,9 +18,9 @@ from export.config import LLMConfig
 from export.modules.llm import CACHE_KINDS, DecodeStep, Prefill, TransformerLM
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
-from function.artifact import LLMParams
 from function.contract import LLM_CACHE_KINDS, LLM_PREFILL, OPSET, llm_cache_input, llm_decode_spec
 from function.llm import LLM
+from function.params import LLMParams
 
 OUTPUT_SCALE = 8.0
 

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from bench import reference  # noqa: E402  (stubs before any matcha import)
-from function.artifact import MelParams  # noqa: E402
 from function.features import mel_spectrogram, resample, slaney_mel_filters, whisper_log_mel  # noqa: E402
+from function.params import MelParams  # noqa: E402
 from tests.parity.whisper_reference import load_whisper_module  # noqa: E402
 
 TOLERANCE = 1e-3
