@@ -24,11 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.audio import MEDIA_TYPES, iter_encode, media_type
 from function.errors import TTSError
-from function.model import STARTUP, get_engine, loaded_engine
+from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
 from function.reply import reply_audio
 from function.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.settings import get_settings
+from function.startup import STARTUP
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 INIT (module scope) starts loading the model through the one cached factory before anything else,
 imports the rest of the handler while onnxruntime creates the sessions, and joins the load, so the model
-is ready before the first event (a load failure fails INIT); it logs the startup phases (function.model).
+is ready before the first event (a load failure fails INIT); it logs the startup phases (function.startup).
 The web stack (FastAPI, Mangum) is part of INIT under SnapStart and provisioned concurrency; an on-demand
 INIT leaves it to the first HTTP event, so direct and SQS cold starts never pay for it.
 Under SnapStart the warm-up runs in the before-snapshot hook, so the snapshot holds warmed pages;
@@ -38,6 +38,7 @@ from function.aws import reset_clients, s3_client
 from function.batch import handle_sqs
 from function.events import UnsupportedEvent, direct_invoke, event_kind
 from function.settings import get_settings
+from function.startup import STARTUP
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -63,28 +64,28 @@ if _settings.output_bucket is not None:
     s3_client()  # the first batch or direct request needs it; import boto3 during INIT, not then
 ENGINE = model.get_engine()  # INIT ends with the model ready, or with the load's error
 if not SNAPSTART:
-    model.STARTUP.emit("init")
+    STARTUP.emit("init")
 
 
 @register_before_snapshot
 def _before_snapshot() -> None:
     if _settings.warmup:
-        with model.STARTUP.phase("warm_up"):
+        with STARTUP.phase("warm_up"):
             ENGINE.warm_up()
-    model.STARTUP.since_start("ready")
-    model.STARTUP.emit("snapshot")
+    STARTUP.since_start("ready")
+    STARTUP.emit("snapshot")
 
 
 @register_after_restore
 def _after_restore() -> None:
     import numpy as np
 
-    with model.STARTUP.phase("restore"):
+    with STARTUP.phase("restore"):
         ENGINE.reseed()
         random.seed()
         np.random.seed()  # the legacy global generator, for any library that still draws from it
         reset_clients()
-    model.STARTUP.emit("restore")
+    STARTUP.emit("restore")
 
 
 def lambda_handler(event: Any, context: Any) -> Any:

@@ -28,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.artifacts:
         os.environ["COSYVOICE_ARTIFACT"] = args.artifacts  # settings read the environment, once
-    from function.model import STARTUP, get_engine, start_loading
+    from function.model import get_engine, start_loading
+    from function.startup import STARTUP
 
     start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn
