@@ -22,8 +22,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from function.audio import MEDIA_TYPES, iter_encode, media_type
+from function.audio import iter_encode, media_type
 from function.errors import TTSError
+from function.formats import FORMATS
 from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
 from function.reply import reply_audio
@@ -39,7 +40,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "The body does not match the schema (types, missing fields)."},
 }
 _AUDIO: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Encoded audio.", "content": {mt: {} for mt in MEDIA_TYPES.values()}},
+    200: {"description": "Encoded audio.", "content": {f.media_type: {} for f in FORMATS.values()}},
     **_ERRORS,
 }
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from function.errors import ArtifactError, InvalidRequest, TTSError, UnsupportedFormat
-from function.options import AUDIO_FORMATS, SynthesisOptions
+from function.formats import FORMATS
+from function.options import SynthesisOptions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     voice.add_argument("--instruct", help="style instruction for the speaker (-Instruct model)")
     voice.add_argument("--prompt-wav", type=Path, help="recording of the voice to clone (1-30 s)")
     voice.add_argument("--prompt-text", help="transcript of --prompt-wav; without it: cross-lingual")
-    parser.add_argument("--format", help=f"one of {', '.join(AUDIO_FORMATS)} (default: the output's suffix)")
+    parser.add_argument("--format", help=f"one of {', '.join(FORMATS)} (default: the output's suffix)")
     parser.add_argument("--stream", action="store_true", help="stream chunks into the file as they come")
     parser.add_argument("--seed", type=int, help="the same seed and options give the same audio")
     parser.add_argument("--speed", type=float, default=1.0, help="tempo factor in [0.5, 2.0]")
@@ -98,10 +99,10 @@ def request_options(args: argparse.Namespace) -> SynthesisOptions:
 
 def format_of(path: Path) -> str:
     suffix = path.suffix.lower().lstrip(".")
-    if suffix not in AUDIO_FORMATS:
+    if suffix not in FORMATS:
         raise UnsupportedFormat(
             f"cannot tell the audio format from {path.name!r}: name the file"
-            f" .{', .'.join(AUDIO_FORMATS)} or pass --format"
+            f" .{', .'.join(FORMATS)} or pass --format"
         )
     return suffix
 
