@@ -18,8 +18,10 @@ import torch
 from export.assets import TOKENIZER_ASSET, find_asset
 from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
+from export.errors import CheckpointMismatch, ContractError, ExportError, OptionsError
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
+from export.parts import ConfigT, ModuleT, Part
 from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
@@ -114,7 +116,7 @@ def _external_tensors(model: onnx.ModelProto) -> tuple[WeightSlice, ...]:
             continue
         where = {item.key: item.value for item in tensor.external_data}
         if where["location"] != WEIGHTS_FILE:
-            raise ValueError(f"initializer {tensor.name} lives in {where['location']}, not {WEIGHTS_FILE}")
+            raise ContractError(f"initializer {tensor.name} lives in {where['location']}, not {WEIGHTS_FILE}")
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
         slices.append(
             WeightSlice(tensor.name, dtype, tuple(tensor.dims), int(where["offset"]), int(where["length"]))
@@ -141,7 +143,7 @@ def _graph_entry(path: Path, spec: GraphSpec, quantization: str, optimization: s
     )
     expected = sorted(spec.input_names)
     if sorted(s.name for s in entry.inputs) != expected:
-        raise ValueError(
+        raise ContractError(
             f"exported {name} takes {[s.name for s in entry.inputs]}, the contract says {expected}"
         )
     return entry
@@ -157,7 +159,7 @@ def _conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
     initializers = {t.name for t in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
     if len(inputs) != len(spec.inputs) or len(model.graph.output) != len(spec.outputs):
-        raise ValueError(
+        raise ContractError(
             f"{source.name} has {len(inputs)} inputs and {len(model.graph.output)} outputs;"
             f" expected {len(spec.inputs)} and {len(spec.outputs)}"
         )
@@ -208,9 +210,9 @@ def export_artifacts(
     """
     for options in targets.values():
         if options.llm_weights not in LLM_WEIGHT_MODES:
-            raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
+            raise OptionsError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
         if options.flow_weights not in FLOW_WEIGHT_MODES:
-            raise ValueError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
+            raise OptionsError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
     for out_dir in targets:
         if out_dir.exists() and not force:
             raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
@@ -245,21 +247,38 @@ def _export_fp32(model_dir: Path, advance: Callable[[str], None]) -> _Source:
     find_asset(TOKENIZER_ASSET, model_dir)  # fail before the slow part, not after it
     graphs: dict[str, onnx.ModelProto] = {}
     parameter_bytes = 0
-    for part_name, part, part_config in (
-        ("llm", llm, config.llm),
-        ("flow", flow, config.flow),
-        ("hift", hift, config.hift),
-    ):
-        state = load_state_dict(model_dir / f"{part_name}.pt")
-        parameter_bytes += sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
-        module = part.load_module(state, part_config)  # type: ignore[attr-defined]
-        advance(f"{part_name}.pt loaded")
-        with torch.inference_mode(False), torch.no_grad():
-            graphs.update(part.export_graphs(module, part_config))  # type: ignore[attr-defined]
-        del module, state
-        advance(f"{part_name} exported")
+    parameter_bytes += _export_part("llm", llm, config.llm, model_dir, graphs, advance)
+    parameter_bytes += _export_part("flow", flow, config.flow, model_dir, graphs, advance)
+    parameter_bytes += _export_part("hift", hift, config.hift, model_dir, graphs, advance)
     file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
     return _Source(model_dir, config, graphs, parameter_bytes, file_hashes)
+
+
+def _export_part(
+    name: str,
+    part: Part[ConfigT, ModuleT],
+    config: ConfigT,
+    model_dir: Path,
+    graphs: dict[str, onnx.ModelProto],
+    advance: Callable[[str], None],
+) -> int:
+    """Load `name`.pt into the part's module and add its graphs; returns the checkpoint's fp32 bytes."""
+    state = load_state_dict(model_dir / f"{name}.pt")
+    parameter_bytes = sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
+    try:
+        module = part.load_module(state, config)
+    except ValueError as exc:
+        if isinstance(exc, ExportError):
+            raise
+        # The LLM's modules (export/parts/llm.py, export/modules/conformer.py) still refuse with a bare
+        # ValueError; it is the same kind of refusal, typed here until they raise ExportError themselves.
+        raise CheckpointMismatch(str(exc)) from exc
+    advance(f"{name}.pt loaded")
+    with torch.inference_mode(False), torch.no_grad():
+        graphs.update(part.export_graphs(module, config))
+    del module, state
+    advance(f"{name} exported")
+    return parameter_bytes
 
 
 def _write_artifact(

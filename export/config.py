@@ -15,12 +15,8 @@ from typing import Any
 
 import yaml
 
+from export.errors import ConfigError
 from function.params import FlowParams, LLMParams, MelParams, ModelParams, VocoderParams
-
-
-class ConfigError(ValueError):
-    """The model directory's configuration is not a CosyVoice-300M (v1) one we can export."""
-
 
 CLASS_KEY = "_class"
 V1_CLASSES = {

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from export.config import EstimatorConfig, FlowConfig
+from export.errors import UnsupportedModel
 from export.modules.conformer import Encoder, check_encoder
 
 # Long chunks (> 2 * EDGE_TOKENS new tokens) get their first and last EDGE_TOKENS tokens interpolated on
@@ -28,7 +29,7 @@ EDGE_TOKENS = 20
 
 
 def check_config(config: FlowConfig) -> None:
-    """Refuse configurations these modules do not reproduce (raises ValueError with one line)."""
+    """Refuse configurations these modules do not reproduce (UnsupportedModel, one line)."""
     check_encoder(config.encoder, "flow.encoder", causal=False)
     est = config.estimator
     problems = [
@@ -38,7 +39,7 @@ def check_config(config: FlowConfig) -> None:
     ]
     found = [text for bad, text in problems if bad]
     if found:
-        raise ValueError(f"unsupported flow configuration: {'; '.join(found)}")
+        raise UnsupportedModel(f"unsupported flow configuration: {'; '.join(found)}")
 
 
 def mish(x: torch.Tensor) -> torch.Tensor:

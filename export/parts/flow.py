@@ -9,6 +9,7 @@ import onnx
 import torch
 
 from export.config import FlowConfig
+from export.errors import CheckpointMismatch
 from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
@@ -36,7 +37,7 @@ def random_state_dict(config: FlowConfig, seed: int) -> dict[str, torch.Tensor]:
 
 
 def load_module(state_dict: dict[str, torch.Tensor], config: FlowConfig) -> FlowModel:
-    """flow.pt → FlowModel in eval mode; a checkpoint that does not fit the config is a ValueError."""
+    """flow.pt → FlowModel in eval mode; a checkpoint that does not fit the config is CheckpointMismatch."""
     module = FlowModel(config)
     expected = module.state_dict()
     missing = [k for k in expected if k not in state_dict]
@@ -56,7 +57,7 @@ def load_module(state_dict: dict[str, torch.Tensor], config: FlowConfig) -> Flow
             )
             if items
         ]
-        raise ValueError(f"flow.pt does not match cosyvoice.yaml's flow: {'; '.join(details)}")
+        raise CheckpointMismatch(f"flow.pt does not match cosyvoice.yaml's flow: {'; '.join(details)}")
     module.load_state_dict({k: v.float() for k, v in state_dict.items()}, strict=True)
     return module.eval()
 
