@@ -49,7 +49,7 @@ clean:
 
 # Side-by-side benchmarks on full-size random weights (built on first use): tables on stdout, JSON and
 # bench/results/summary.md + phases.png. First run 15-22 minutes on 2 cores, by the host's load (model and
-# three artifacts ~2.5, then the measurements 11.5-18); see bench/__main__.py.
+# three artifacts ~2.5, then the measurements 11.5-18); see bench/cli.py.
 FULL := $(CACHE)/full
 BENCH_ARTIFACTS := $(FULL)/artifact $(FULL)/artifact-int8 $(FULL)/artifact-int4
 bench: setup

@@ -1,7 +1,7 @@
 """The upstream reference: CosyVoice's own v1 classes (`cosyvoice-minicpmo` wheel), built from our configs.
 
 One torch-only home for what the parity tests (tests/parity) and the full-size check (`python -m
-bench.verify`) compare against, and for what the baseline backend (bench.upstream) imports.
+bench verify`) compare against, and for what the baseline backend (bench.upstream) imports.
 
 The wheel is installed --no-deps. Its v1 classes need only torch, einops, omegaconf, conformer, diffusers
 and scipy, but some of the modules they live beside import heavy or GPU-only packages at import time

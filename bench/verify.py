@@ -1,4 +1,4 @@
-"""`python -m bench.verify`: full-size parity of our artifact against upstream's own v1 classes.
+"""`python -m bench verify`: full-size parity of our artifact against upstream's own v1 classes.
 
 The parity tests (tests/parity) prove each graph at tiny size; this command repeats the three end-to-end
 comparisons on the full-size model directory and the artifact exported from it, where fp32 error
@@ -10,10 +10,8 @@ Components run one at a time and are dropped afterwards, so the peak is one torc
 
 from __future__ import annotations
 
-import argparse
 import gc
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -23,7 +21,6 @@ import numpy as np
 import torch
 
 from bench import reference as upstream
-from bench.config import FULL, BenchConfig
 from bench.procs import write_json
 from bench.tables import Table
 from export.checkpoints import load_state_dict
@@ -155,29 +152,17 @@ CHECKS: tuple[Callable[[ModelConfig, Path, Artifact, int], list[Check]], ...] = 
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.verify", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model", type=Path, default=FULL / "model", help="model directory (upstream's input)"
-    )
-    parser.add_argument("--artifact", type=Path, default=FULL / "artifact", help="our fp32 artifact from it")
-    parser.add_argument("--results", type=Path, default=BenchConfig().results)
-    # One thread each: the machine is shared, and parity does not depend on the thread count.
-    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime intra-op threads")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
-    config = load_config(args.model)
-    artifact = Artifact.open(args.artifact)
+def run(model_dir: Path, artifact_dir: Path, results: Path, threads: int) -> int:
+    """Every check, a table, results/verify.json; exit status 0 when all are within TOLERANCE."""
+    torch.set_num_threads(threads)
+    config = load_config(model_dir)
+    artifact = Artifact.open(artifact_dir)
     checks: list[Check] = []
-    for run in CHECKS:
-        checks += run(config, args.model, artifact, args.threads)
+    for component in CHECKS:
+        checks += component(config, model_dir, artifact, threads)
         gc.collect()  # drop this component's torch model and sessions before the next one loads
     table = Table(
-        f"Full-size parity: {args.artifact.name} vs upstream (fp32)",
+        f"Full-size parity: {artifact_dir.name} vs upstream (fp32)",
         ("check", "max abs error", f"tolerance {TOLERANCE:g}", "ok"),
     )
     table.notes.append(
@@ -186,21 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     for check in checks:
         table.add(check.name, f"{check.max_abs_error:.3g}", f"{TOLERANCE:g}", "yes" if check.ok else "NO")
     print(table.render())
-    path = args.results / "verify.json"
+    path = results / "verify.json"
     write_json(
         path,
         {
-            "model": str(args.model),
-            "artifact": str(args.artifact),
+            "model": str(model_dir),
+            "artifact": str(artifact_dir),
             "tolerance": TOLERANCE,
-            "threads": args.threads,
+            "threads": threads,
             "checks": [asdict(check) | {"ok": check.ok} for check in checks],
             "table": table.to_dict(),
         },
     )
     print(f"wrote {path}")
     return 0 if all(check.ok for check in checks) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
