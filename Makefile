@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 $(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
 	mkdir -p $(CACHE)/sdist $(ASSETS)
 	$(BIN)/pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
-	$(BIN)/python -m export.assets extract $(CACHE)/sdist $(ASSETS)
+	$(BIN)/python -m export assets $(CACHE)/sdist $(ASSETS)
 
 # The demo model's weights are random: the pipeline is real, the audio is noise.
 demo: setup

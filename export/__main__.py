@@ -1,5 +1,6 @@
-"""`python -m export MODEL_DIR OUT_DIR` (the default command, `export`) and `python -m export fake DIR`;
-the commands live in export.cli, registered the way function.cli registers every package's commands."""
+"""`python -m export MODEL_DIR OUT_DIR` (the default command, `export`), `python -m export fake DIR` and
+`python -m export assets SDIST_DIR DEST`; the commands live in export.cli, registered the way function.cli
+registers every package's commands."""
 
 from __future__ import annotations
 

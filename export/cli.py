@@ -1,4 +1,5 @@
-"""The exporter's commands: `export` (MODEL_DIR OUT_DIR, the default) and `fake` (a random-weight model).
+"""The exporter's commands: `export` (MODEL_DIR OUT_DIR, the default), `fake` (a random-weight model) and
+`assets` (whisper's tokenizer files, for `make setup`).
 
 Parsing needs no torch import; each command imports the exporter when it runs. Errors the exporter
 raises on purpose are one line (function.cli's style), exit status 2.
@@ -78,6 +79,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     fake.set_defaults(run=make_fake)
 
+    assets = commands.add_parser(
+        "assets",
+        help="extract whisper's tokenizer vocabulary and mel filters",
+        description="Extract whisper's tokenizer vocabulary and mel filters from its source archive.",
+    )
+    assets.add_argument("sdist_dir", type=Path, help="directory holding openai_whisper-*.tar.gz")
+    assets.add_argument("dest", type=Path, help="directory to write them to")
+    assets.set_defaults(run=extract_assets)
+
 
 def export(args: argparse.Namespace) -> int:
     from export.build import ExportOptions, export_artifacts
@@ -110,6 +120,16 @@ def make_fake(args: argparse.Namespace) -> int:
     except (ExportError, OSError) as exc:
         return cli.fail("export", str(exc))
     print(f"wrote a random-weight {args.size} model to {path}")
+    return 0
+
+
+def extract_assets(args: argparse.Namespace) -> int:
+    from export.assets import extract
+
+    try:
+        extract(args.sdist_dir, args.dest)
+    except OSError as exc:
+        return cli.fail("export", str(exc))
     return 0
 
 
