@@ -23,4 +23,4 @@ class Part(Protocol[ConfigT, ModuleT]):
     def export_graphs(self, module: ModuleT, config: ConfigT) -> dict[str, onnx.ModelProto]: ...
 
 
-__all__ = ["Part"]
+__all__ = ["ConfigT", "ModuleT", "Part"]
