@@ -21,13 +21,11 @@ from export.config import ModelConfig, load_config
 from export.errors import CheckpointMismatch, ContractError, ExportError, OptionsError
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
-from export.parts import ConfigT, ModuleT, Part
+from export.parts import ConfigT, ModuleT, Part, QuantizablePart
 from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.contract import (
-    FLOW_ENCODER,
-    FLOW_ESTIMATOR,
     FORMAT_VERSION,
     GRAPHS,
     MANIFEST_FILE,
@@ -281,6 +279,28 @@ def _export_part(
     return parameter_bytes
 
 
+def _quantize(
+    name: str,
+    part: QuantizablePart[ConfigT, ModuleT],
+    config: ConfigT,
+    mode: str,
+    scheme: str,  # the manifest's name for the mode
+    graphs: dict[str, onnx.ModelProto],  # the part's graphs are replaced by their quantised copies
+    quantization: dict[str, str],  # graph → scheme, filled in
+    quality: dict[str, dict] | None,  # part → what quantising cost against fp32, when it is measured
+    advance: Callable[[str], None],
+) -> None:
+    if mode == "fp32":
+        return
+    fp32 = {graph: model for graph, model in graphs.items() if GRAPHS[graph].role == name}
+    quantized = part.quantize_graphs(fp32, mode)
+    if quality is not None:
+        quality[name] = part.quality_report(fp32, quantized, config)
+    graphs.update(quantized)
+    quantization.update(dict.fromkeys(quantized, scheme))
+    advance(f"{name} quantised ({mode})")
+
+
 def _write_artifact(
     source: _Source, out_dir: Path, options: ExportOptions, force: bool, advance: Callable[[str], None]
 ) -> ExportSummary:
@@ -290,22 +310,17 @@ def _write_artifact(
     summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
     graphs = dict(source.graphs)  # quantising and optimising make copies: the source stays fp32
     quantization: dict[str, str] = {}
-    if options.llm_weights != "fp32":
-        fp32 = {name: graphs[name] for name in graphs if GRAPHS[name].role == "llm"}
-        quantized = llm.quantize_graphs(fp32, options.llm_weights)
-        if options.quality_report:
-            summary.quality["llm"] = llm.quality_report(fp32, quantized, config.llm)
-        graphs.update(quantized)
-        quantization.update(dict.fromkeys(quantized, options.llm_weights))
-        advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
-    if options.flow_weights != "fp32":
-        fp32 = {name: graphs[name] for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name)}
-        quantized = flow.quantize_graphs(fp32)
-        if options.quality_report:
-            summary.quality["flow"] = flow.quality_report(fp32, quantized, config.flow, config.params().flow)
-        graphs.update(quantized)
-        quantization.update(dict.fromkeys(quantized, DYNAMIC_INT8))
-        advance(f"{out_dir.name}: flow quantised (int8)")
+    quality = summary.quality if options.quality_report else None
+
+    def step(label: str) -> None:
+        advance(f"{out_dir.name}: {label}")
+
+    _quantize(
+        "llm", llm, config.llm, options.llm_weights, options.llm_weights, graphs, quantization, quality, step
+    )
+    _quantize(
+        "flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8, graphs, quantization, quality, step
+    )
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}

@@ -9,7 +9,7 @@ import onnx
 import torch
 
 from export.config import FlowConfig
-from export.errors import CheckpointMismatch
+from export.errors import CheckpointMismatch, OptionsError
 from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
@@ -125,8 +125,11 @@ def export_graphs(module: FlowModel, config: FlowConfig) -> dict[str, onnx.Model
     return graphs
 
 
-def quantize_graphs(graphs: dict[str, onnx.ModelProto]) -> dict[str, onnx.ModelProto]:
-    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize)."""
+def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
+    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize);
+    "int8" is the flow's one mode."""
+    if mode != "int8":
+        raise OptionsError(f"the flow quantises to int8 only, not {mode!r}")
     return {name: quantize_dynamic_int8(model) for name, model in graphs.items()}
 
 
@@ -142,12 +145,12 @@ def quality_report(
     fp32_graphs: dict[str, onnx.ModelProto],
     quant_graphs: dict[str, onnx.ModelProto],
     config: FlowConfig,
-    params: FlowParams,
     seed: int = 0,
     tokens: int = 100,
 ) -> dict:
     """How far the quantised flow's mel is from fp32's for the same random tokens, speaker and noise
     (all 10 steps, no prompt): relative L2 error and max abs error against fp32's peak."""
+    params = config.params()
     rng = np.random.default_rng(seed)
     speech = rng.integers(0, config.vocab_size, size=(1, tokens), dtype=np.int64)
     speaker = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
