@@ -53,4 +53,3 @@ def extract(sdist_dir: Path, dest: Path) -> None:
     missing = [name for name in _WANTED if not (dest / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{archives[-1].name} lacks {missing}")
-

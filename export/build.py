@@ -279,26 +279,27 @@ def _export_part(
     return parameter_bytes
 
 
-def _quantize(
-    name: str,
-    part: QuantizablePart[ConfigT, ModuleT],
-    config: ConfigT,
-    mode: str,
-    scheme: str,  # the manifest's name for the mode
-    graphs: dict[str, onnx.ModelProto],  # the part's graphs are replaced by their quantised copies
-    quantization: dict[str, str],  # graph → scheme, filled in
-    quality: dict[str, dict] | None,  # part → what quantising cost against fp32, when it is measured
-    advance: Callable[[str], None],
-) -> None:
-    if mode == "fp32":
-        return
-    fp32 = {graph: model for graph, model in graphs.items() if GRAPHS[graph].role == name}
-    quantized = part.quantize_graphs(fp32, mode)
-    if quality is not None:
-        quality[name] = part.quality_report(fp32, quantized, config)
-    graphs.update(quantized)
-    quantization.update(dict.fromkeys(quantized, scheme))
-    advance(f"{name} quantised ({mode})")
+@dataclass
+class _Quantized:
+    """One artifact's graphs on their way to the writer: a quantised part's copies replace its fp32 ones."""
+
+    graphs: dict[str, onnx.ModelProto]
+    quality: dict[str, dict] | None  # part → what quantising cost against fp32; None: not measured
+    schemes: dict[str, str] = field(default_factory=dict)  # graph → the manifest's name for its scheme
+
+    def add(
+        self, name: str, part: QuantizablePart[ConfigT, ModuleT], config: ConfigT, mode: str, scheme: str
+    ) -> bool:
+        """Quantise part `name` to `mode` (nothing for fp32); True when it did."""
+        if mode == "fp32":
+            return False
+        fp32 = {graph: model for graph, model in self.graphs.items() if GRAPHS[graph].role == name}
+        quantized = part.quantize_graphs(fp32, mode)
+        if self.quality is not None:
+            self.quality[name] = part.quality_report(fp32, quantized, config)
+        self.graphs.update(quantized)
+        self.schemes.update(dict.fromkeys(quantized, scheme))
+        return True
 
 
 def _write_artifact(
@@ -308,30 +309,23 @@ def _write_artifact(
 
     config, model_dir = source.config, source.model_dir
     summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
-    graphs = dict(source.graphs)  # quantising and optimising make copies: the source stays fp32
-    quantization: dict[str, str] = {}
-    quality = summary.quality if options.quality_report else None
-
-    def step(label: str) -> None:
-        advance(f"{out_dir.name}: {label}")
-
-    _quantize(
-        "llm", llm, config.llm, options.llm_weights, options.llm_weights, graphs, quantization, quality, step
-    )
-    _quantize(
-        "flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8, graphs, quantization, quality, step
-    )
+    # Quantising and optimising make copies: the source stays fp32.
+    variant = _Quantized(dict(source.graphs), summary.quality if options.quality_report else None)
+    if variant.add("llm", llm, config.llm, options.llm_weights, options.llm_weights):
+        advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
+    if variant.add("flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8):
+        advance(f"{out_dir.name}: flow quantised ({options.flow_weights})")
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
-    graphs = {name: optimize_graph(graph) for name, graph in graphs.items()}
+    graphs = {name: optimize_graph(graph) for name, graph in variant.graphs.items()}
     advance(f"{out_dir.name}: graphs optimised")
     with staging_directory(out_dir, force) as staging:
         store = write_graphs(staging, graphs)  # moves the tensors of these (optimised) copies out
         advance(f"{out_dir.name}: weights written")
         entries = {
             name: _graph_entry(
-                staging / f"{name}.onnx", specs[name], quantization.get(name, "fp32"), OPTIMIZATION
+                staging / f"{name}.onnx", specs[name], variant.schemes.get(name, "fp32"), OPTIMIZATION
             )
             for name in graphs
         }
