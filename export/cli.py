@@ -32,6 +32,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="export a model directory to an artifact (the default command)",
         description="Export a CosyVoice-300M model directory to an ONNX artifact.",
     )
+    parser.set_defaults(run=export)
     parser.add_argument(
         "model_dir", type=Path, help="directory with cosyvoice.yaml, llm.pt, flow.pt, hift.pt, ..."
     )
@@ -62,31 +63,19 @@ def register(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip measuring what quantisation costs against fp32 (LLM and flow)",
     )
-    parser.set_defaults(run=export)
 
-    fake = commands.add_parser(
-        "fake",
-        help="write a random-weight model directory",
-        description="Write a random-weight CosyVoice-300M model directory (its audio is noise).",
-    )
+    fake = commands.add_parser("fake", help="write a random-weight model directory (its audio is noise)")
+    fake.set_defaults(run=make_fake)
     fake.add_argument("out_dir", type=Path)
     fake.add_argument("--size", choices=("tiny", "full"), default="tiny")
     fake.add_argument("--seed", type=int, default=0)
-    fake.add_argument(
-        "--legacy-weight-norm",
-        action="store_true",
-        help="store hift.pt weight norm as weight_g/weight_v, like older releases",
-    )
-    fake.set_defaults(run=make_fake)
+    legacy = "store hift.pt weight norm as weight_g/weight_v, like older releases"
+    fake.add_argument("--legacy-weight-norm", action="store_true", help=legacy)
 
-    assets = commands.add_parser(
-        "assets",
-        help="extract whisper's tokenizer vocabulary and mel filters",
-        description="Extract whisper's tokenizer vocabulary and mel filters from its source archive.",
-    )
+    assets = commands.add_parser("assets", help="extract whisper's tokenizer files from its source archive")
+    assets.set_defaults(run=extract_assets)
     assets.add_argument("sdist_dir", type=Path, help="directory holding openai_whisper-*.tar.gz")
     assets.add_argument("dest", type=Path, help="directory to write them to")
-    assets.set_defaults(run=extract_assets)
 
 
 def export(args: argparse.Namespace) -> int:
