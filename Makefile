@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 $(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
 	mkdir -p $(CACHE)/sdist $(ASSETS)
 	$(BIN)/pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
-	$(BIN)/python -m export.assets extract $(CACHE)/sdist $(ASSETS)
+	$(BIN)/python -m export assets $(CACHE)/sdist $(ASSETS)
 
 # The demo model's weights are random: the pipeline is real, the audio is noise.
 demo: setup
@@ -49,7 +49,7 @@ clean:
 
 # Side-by-side benchmarks on full-size random weights (built on first use): tables on stdout, JSON and
 # bench/results/summary.md + phases.png. First run 15-22 minutes on 2 cores, by the host's load (model and
-# three artifacts ~2.5, then the measurements 11.5-18); see bench/__main__.py.
+# three artifacts ~2.5, then the measurements 11.5-18); see bench/cli.py.
 FULL := $(CACHE)/full
 BENCH_ARTIFACTS := $(FULL)/artifact $(FULL)/artifact-int8 $(FULL)/artifact-int4
 bench: setup

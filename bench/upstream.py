@@ -16,9 +16,6 @@ Two departures, both in upstream's favour or neutral:
 
 from __future__ import annotations
 
-import importlib.machinery
-import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,17 +26,12 @@ from bench.stages import StageTimes
 
 def _install_stand_ins() -> None:
     """Make the reference classes importable without their unused heavy neighbours."""
-    import tests.upstream  # noqa: F401
+    from bench import reference  # installs the stand-ins the v1 classes' neighbours need
 
     # cosyvoice.yaml names matcha.utils.audio.mel_spectrogram (`!name:`), whose module imports librosa's
     # mel filter bank at import time; SFT synthesis never calls it.
-    # The stand-ins carry a spec because diffusers probes packages with importlib.util.find_spec.
-    for name, attrs in (("librosa", {}), ("librosa.filters", {"mel": None})):
-        if name not in sys.modules:
-            module = types.ModuleType(name)
-            module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-            module.__dict__.update(attrs)
-            sys.modules[name] = module
+    reference.stub("librosa")
+    reference.stub("librosa.filters", mel=None)
 
 
 class UpstreamBackend:

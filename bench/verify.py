@@ -1,19 +1,17 @@
-"""`python -m bench.verify`: full-size parity of our artifact against upstream's own v1 classes.
+"""`python -m bench verify`: full-size parity of our artifact against upstream's own v1 classes.
 
 The parity tests (tests/parity) prove each graph at tiny size; this command repeats the three end-to-end
 comparisons on the full-size model directory and the artifact exported from it, where fp32 error
 accumulates over 14-layer transformers and 10 ODE steps. The reference is built exactly as those tests
-build it (their builder functions are imported, not copied) and loads the model directory's .pt files
+build it (both import bench.reference) and loads the model directory's .pt files
 strictly; ours runs in onnxruntime through the runtime classes, opened from the artifact on disk.
 Components run one at a time and are dropped afterwards, so the peak is one torch model plus its graphs.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -22,16 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# isort: off
-import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
-from tests.parity.test_flow import build_upstream as build_upstream_flow
-from tests.parity.test_flow import upstream_mel
-from tests.parity.test_hift import build_upstream as build_upstream_hift, upstream_draws
-from tests.parity.test_llm import _upstream_teacher_forced
-from tests.parity.test_llm import build_upstream as build_upstream_llm
-
-# isort: on
-from bench.config import FULL, BenchConfig
+from bench import reference as upstream
 from bench.procs import write_json
 from bench.tables import Table
 from export.checkpoints import load_state_dict
@@ -73,7 +62,7 @@ def _peak(expected: np.ndarray) -> float:
 
 def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Teacher-forced logp: prefill, then DECODE_STEPS cached decode steps, with and without a prompt."""
-    reference = build_upstream_llm(config.llm, load_state_dict(model_dir / "llm.pt"))
+    reference = upstream.build_llm(config.llm, load_state_dict(model_dir / "llm.pt"))
     ours = LLM.load(artifact, threads)
     checks = []
     for name, speaker, prompt_text_len, prompt_len in (
@@ -88,7 +77,7 @@ def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads:
         prompt_speech = rng.integers(0, config.llm.speech_token_size, prompt_len)
         teacher = [int(t) for t in rng.integers(0, config.llm.speech_token_size, DECODE_STEPS)]
         with torch.inference_mode():
-            expected = _upstream_teacher_forced(
+            expected = upstream.llm_teacher_forced(
                 reference, text, prompt_text, speaker_embedding, prompt_speech, teacher
             )
         logp, cache = ours.start(np.concatenate([prompt_text, text]), speaker_embedding, prompt_speech)
@@ -109,7 +98,7 @@ def check_llm(config: ModelConfig, model_dir: Path, artifact: Artifact, threads:
 
 def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Mel for FLOW_TOKENS tokens from the same starting noise, with and without a prompt."""
-    reference = build_upstream_flow(config.flow)
+    reference = upstream.build_flow(config.flow)
     reference.load_state_dict(load_state_dict(model_dir / "flow.pt"), strict=True)
     reference.eval()
     ours = Flow.load(artifact, threads)
@@ -123,7 +112,7 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
         prompt_mel = rng.standard_normal((1, prompt_frames, config.flow.output_size), dtype=np.float32)
         embedding = rng.standard_normal((1, config.flow.spk_embed_dim), dtype=np.float32)
         noise = ours.sample_noise(rng, prompt_frames + ours.mel_frames(FLOW_TOKENS))
-        expected = upstream_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
+        expected = upstream.flow_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
         got = ours(tokens, prompt_tokens, prompt_mel, embedding, noise)
         label = f"prompt {n_prompt} tokens + {prompt_frames} frames" if n_prompt else "no prompt"
         checks.append(
@@ -139,7 +128,7 @@ def check_flow(config: ModelConfig, model_dir: Path, artifact: Artifact, threads
 
 def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, threads: int) -> list[Check]:
     """Waveform for VOCODER_FRAMES mel frames; upstream's SineGen draws are replayed into ours."""
-    reference = build_upstream_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
+    reference = upstream.build_hift(config.hift, load_state_dict(model_dir / "hift.pt"))
     ours = Vocoder.load(artifact, threads)
     start = time.perf_counter()
     mel = torch.randn(
@@ -148,7 +137,7 @@ def check_vocoder(config: ModelConfig, model_dir: Path, artifact: Artifact, thre
     torch.manual_seed(SEED)
     with torch.inference_mode():
         expected, _ = reference.inference(mel)
-    phase, noise = upstream_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
+    phase, noise = upstream.sine_draws(SEED, ours.n_sines, VOCODER_FRAMES * ours.params.upsample_factor)
     got = ours(mel.numpy(), phase=phase, noise=noise)
     expected = expected.reshape(-1).numpy()
     error = _max_abs(got, expected)
@@ -163,29 +152,17 @@ CHECKS: tuple[Callable[[ModelConfig, Path, Artifact, int], list[Check]], ...] = 
 )
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.verify", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--model", type=Path, default=FULL / "model", help="model directory (upstream's input)"
-    )
-    parser.add_argument("--artifact", type=Path, default=FULL / "artifact", help="our fp32 artifact from it")
-    parser.add_argument("--results", type=Path, default=BenchConfig().results)
-    # One thread each: the machine is shared, and parity does not depend on the thread count.
-    parser.add_argument("--threads", type=int, default=1, help="torch and onnxruntime intra-op threads")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
-    config = load_config(args.model)
-    artifact = Artifact.open(args.artifact)
+def run(model_dir: Path, artifact_dir: Path, results: Path, threads: int) -> int:
+    """Every check, a table, results/verify.json; exit status 0 when all are within TOLERANCE."""
+    torch.set_num_threads(threads)
+    config = load_config(model_dir)
+    artifact = Artifact.open(artifact_dir)
     checks: list[Check] = []
-    for run in CHECKS:
-        checks += run(config, args.model, artifact, args.threads)
+    for component in CHECKS:
+        checks += component(config, model_dir, artifact, threads)
         gc.collect()  # drop this component's torch model and sessions before the next one loads
     table = Table(
-        f"Full-size parity: {args.artifact.name} vs upstream (fp32)",
+        f"Full-size parity: {artifact_dir.name} vs upstream (fp32)",
         ("check", "max abs error", f"tolerance {TOLERANCE:g}", "ok"),
     )
     table.notes.append(
@@ -194,21 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     for check in checks:
         table.add(check.name, f"{check.max_abs_error:.3g}", f"{TOLERANCE:g}", "yes" if check.ok else "NO")
     print(table.render())
-    path = args.results / "verify.json"
+    path = results / "verify.json"
     write_json(
         path,
         {
-            "model": str(args.model),
-            "artifact": str(args.artifact),
+            "model": str(model_dir),
+            "artifact": str(artifact_dir),
             "tolerance": TOLERANCE,
-            "threads": args.threads,
+            "threads": threads,
             "checks": [asdict(check) | {"ok": check.ok} for check in checks],
             "table": table.to_dict(),
         },
     )
     print(f"wrote {path}")
     return 0 if all(check.ok for check in checks) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

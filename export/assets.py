@@ -2,7 +2,7 @@
 
 Looked for, in order: the model directory, $COSYVOICE_WHISPER_ASSETS, an installed `whisper` package,
 and the checkout's .cache/whisper-assets (where `make setup` puts them).
-`python -m export.assets extract SDIST_DIR DEST` pulls them out of the openai-whisper source archive
+`python -m export assets SDIST_DIR DEST` pulls them out of the openai-whisper source archive
 (the Makefile downloads it from PyPI once).
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import tarfile
 from pathlib import Path
 
@@ -54,9 +53,3 @@ def extract(sdist_dir: Path, dest: Path) -> None:
     missing = [name for name in _WANTED if not (dest / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{archives[-1].name} lacks {missing}")
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "extract":
-        sys.exit("usage: python -m export.assets extract SDIST_DIR DEST")
-    extract(Path(sys.argv[2]), Path(sys.argv[3]))

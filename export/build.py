@@ -18,14 +18,14 @@ import torch
 from export.assets import TOKENIZER_ASSET, find_asset
 from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
+from export.errors import CheckpointMismatch, ContractError, ExportError, OptionsError
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
+from export.parts import ConfigT, ModuleT, Part, QuantizablePart
 from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
 from function.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.contract import (
-    FLOW_ENCODER,
-    FLOW_ESTIMATOR,
     FORMAT_VERSION,
     GRAPHS,
     MANIFEST_FILE,
@@ -114,7 +114,7 @@ def _external_tensors(model: onnx.ModelProto) -> tuple[WeightSlice, ...]:
             continue
         where = {item.key: item.value for item in tensor.external_data}
         if where["location"] != WEIGHTS_FILE:
-            raise ValueError(f"initializer {tensor.name} lives in {where['location']}, not {WEIGHTS_FILE}")
+            raise ContractError(f"initializer {tensor.name} lives in {where['location']}, not {WEIGHTS_FILE}")
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).name
         slices.append(
             WeightSlice(tensor.name, dtype, tuple(tensor.dims), int(where["offset"]), int(where["length"]))
@@ -141,7 +141,7 @@ def _graph_entry(path: Path, spec: GraphSpec, quantization: str, optimization: s
     )
     expected = sorted(spec.input_names)
     if sorted(s.name for s in entry.inputs) != expected:
-        raise ValueError(
+        raise ContractError(
             f"exported {name} takes {[s.name for s in entry.inputs]}, the contract says {expected}"
         )
     return entry
@@ -157,7 +157,7 @@ def _conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
     initializers = {t.name for t in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
     if len(inputs) != len(spec.inputs) or len(model.graph.output) != len(spec.outputs):
-        raise ValueError(
+        raise ContractError(
             f"{source.name} has {len(inputs)} inputs and {len(model.graph.output)} outputs;"
             f" expected {len(spec.inputs)} and {len(spec.outputs)}"
         )
@@ -208,9 +208,9 @@ def export_artifacts(
     """
     for options in targets.values():
         if options.llm_weights not in LLM_WEIGHT_MODES:
-            raise ValueError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
+            raise OptionsError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
         if options.flow_weights not in FLOW_WEIGHT_MODES:
-            raise ValueError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
+            raise OptionsError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
     for out_dir in targets:
         if out_dir.exists() and not force:
             raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
@@ -245,21 +245,61 @@ def _export_fp32(model_dir: Path, advance: Callable[[str], None]) -> _Source:
     find_asset(TOKENIZER_ASSET, model_dir)  # fail before the slow part, not after it
     graphs: dict[str, onnx.ModelProto] = {}
     parameter_bytes = 0
-    for part_name, part, part_config in (
-        ("llm", llm, config.llm),
-        ("flow", flow, config.flow),
-        ("hift", hift, config.hift),
-    ):
-        state = load_state_dict(model_dir / f"{part_name}.pt")
-        parameter_bytes += sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
-        module = part.load_module(state, part_config)  # type: ignore[attr-defined]
-        advance(f"{part_name}.pt loaded")
-        with torch.inference_mode(False), torch.no_grad():
-            graphs.update(part.export_graphs(module, part_config))  # type: ignore[attr-defined]
-        del module, state
-        advance(f"{part_name} exported")
+    parameter_bytes += _export_part("llm", llm, config.llm, model_dir, graphs, advance)
+    parameter_bytes += _export_part("flow", flow, config.flow, model_dir, graphs, advance)
+    parameter_bytes += _export_part("hift", hift, config.hift, model_dir, graphs, advance)
     file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
     return _Source(model_dir, config, graphs, parameter_bytes, file_hashes)
+
+
+def _export_part(
+    name: str,
+    part: Part[ConfigT, ModuleT],
+    config: ConfigT,
+    model_dir: Path,
+    graphs: dict[str, onnx.ModelProto],
+    advance: Callable[[str], None],
+) -> int:
+    """Load `name`.pt into the part's module and add its graphs; returns the checkpoint's fp32 bytes."""
+    state = load_state_dict(model_dir / f"{name}.pt")
+    parameter_bytes = sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
+    try:
+        module = part.load_module(state, config)
+    except ValueError as exc:
+        if isinstance(exc, ExportError):
+            raise
+        # The LLM's modules (export/parts/llm.py, export/modules/conformer.py) still refuse with a bare
+        # ValueError; it is the same kind of refusal, typed here until they raise ExportError themselves.
+        raise CheckpointMismatch(str(exc)) from exc
+    advance(f"{name}.pt loaded")
+    with torch.inference_mode(False), torch.no_grad():
+        graphs.update(part.export_graphs(module, config))
+    del module, state
+    advance(f"{name} exported")
+    return parameter_bytes
+
+
+@dataclass
+class _Quantized:
+    """One artifact's graphs on their way to the writer: a quantised part's copies replace its fp32 ones."""
+
+    graphs: dict[str, onnx.ModelProto]
+    quality: dict[str, dict] | None  # part → what quantising cost against fp32; None: not measured
+    schemes: dict[str, str] = field(default_factory=dict)  # graph → the manifest's name for its scheme
+
+    def add(
+        self, name: str, part: QuantizablePart[ConfigT, ModuleT], config: ConfigT, mode: str, scheme: str
+    ) -> bool:
+        """Quantise part `name` to `mode` (nothing for fp32); True when it did."""
+        if mode == "fp32":
+            return False
+        fp32 = {graph: model for graph, model in self.graphs.items() if GRAPHS[graph].role == name}
+        quantized = part.quantize_graphs(fp32, mode)
+        if self.quality is not None:
+            self.quality[name] = part.quality_report(fp32, quantized, config)
+        self.graphs.update(quantized)
+        self.schemes.update(dict.fromkeys(quantized, scheme))
+        return True
 
 
 def _write_artifact(
@@ -269,35 +309,23 @@ def _write_artifact(
 
     config, model_dir = source.config, source.model_dir
     summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
-    graphs = dict(source.graphs)  # quantising and optimising make copies: the source stays fp32
-    quantization: dict[str, str] = {}
-    if options.llm_weights != "fp32":
-        fp32 = {name: graphs[name] for name in graphs if GRAPHS[name].role == "llm"}
-        quantized = llm.quantize_graphs(fp32, options.llm_weights)
-        if options.quality_report:
-            summary.quality["llm"] = llm.quality_report(fp32, quantized, config.llm)
-        graphs.update(quantized)
-        quantization.update(dict.fromkeys(quantized, options.llm_weights))
+    # Quantising and optimising make copies: the source stays fp32.
+    variant = _Quantized(dict(source.graphs), summary.quality if options.quality_report else None)
+    if variant.add("llm", llm, config.llm, options.llm_weights, options.llm_weights):
         advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
-    if options.flow_weights != "fp32":
-        fp32 = {name: graphs[name] for name in (FLOW_ENCODER.name, FLOW_ESTIMATOR.name)}
-        quantized = flow.quantize_graphs(fp32)
-        if options.quality_report:
-            summary.quality["flow"] = flow.quality_report(fp32, quantized, config.flow, config.params().flow)
-        graphs.update(quantized)
-        quantization.update(dict.fromkeys(quantized, DYNAMIC_INT8))
-        advance(f"{out_dir.name}: flow quantised (int8)")
+    if variant.add("flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8):
+        advance(f"{out_dir.name}: flow quantised ({options.flow_weights})")
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
-    graphs = {name: optimize_graph(graph) for name, graph in graphs.items()}
+    graphs = {name: optimize_graph(graph) for name, graph in variant.graphs.items()}
     advance(f"{out_dir.name}: graphs optimised")
     with staging_directory(out_dir, force) as staging:
         store = write_graphs(staging, graphs)  # moves the tensors of these (optimised) copies out
         advance(f"{out_dir.name}: weights written")
         entries = {
             name: _graph_entry(
-                staging / f"{name}.onnx", specs[name], quantization.get(name, "fp32"), OPTIMIZATION
+                staging / f"{name}.onnx", specs[name], variant.schemes.get(name, "fp32"), OPTIMIZATION
             )
             for name in graphs
         }

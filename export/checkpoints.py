@@ -8,12 +8,10 @@ from pathlib import Path
 
 import torch
 
+from export.errors import CheckpointError
+
 REQUIRED_FILES = ("cosyvoice.yaml", "llm.pt", "flow.pt", "hift.pt")
 OPTIONAL_FILES = ("spk2info.pt", "campplus.onnx", "speech_tokenizer_v1.onnx")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, truncated, or not what the configuration describes."""
 
 
 def check_model_dir(model_dir: Path) -> None:
@@ -57,7 +55,6 @@ def load_speakers(path: Path) -> dict[str, list[float]]:
 
 
 __all__ = [
-    "CheckpointError",
     "OPTIONAL_FILES",
     "REQUIRED_FILES",
     "check_model_dir",

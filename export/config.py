@@ -3,7 +3,8 @@
 The release config is HyperPyYAML: `!new:pkg.Class` builds objects, `!name:` makes partials, `!ref <key>`
 points elsewhere, `!apply:` calls functions. We read every tag as data: a `!new:`/`!name:` node becomes
 its mapping plus the class name under `_class`, `!ref <key>` is replaced by the referenced value, and
-`!apply:` (seeding) is dropped. Only what the export needs is turned into dataclasses below.
+`!apply:` (seeding) is dropped. Only what the export needs is turned into dataclasses below; where the
+file leaves a runtime number out, the fallback is function.params' default (written once, there).
 """
 
 from __future__ import annotations
@@ -14,12 +15,8 @@ from typing import Any
 
 import yaml
 
-from function.artifact import FlowParams, LLMParams, MelParams, ModelParams, VocoderParams
-
-
-class ConfigError(ValueError):
-    """The model directory's configuration is not a CosyVoice-300M (v1) one we can export."""
-
+from export.errors import ConfigError
+from function.params import FlowParams, LLMParams, MelParams, ModelParams, VocoderParams
 
 CLASS_KEY = "_class"
 V1_CLASSES = {
@@ -167,6 +164,15 @@ class FlowConfig:
     sigma_min: float
     estimator: EstimatorConfig
 
+    def params(self) -> FlowParams:
+        """The flow's runtime numbers (the mel frame rule among them), as the manifest stores them."""
+        return FlowParams(
+            n_mels=self.output_size,
+            input_frame_rate=self.input_frame_rate,
+            inference_cfg_rate=self.inference_cfg_rate,
+            t_scheduler=self.t_scheduler,
+        )
+
 
 @dataclass(frozen=True)
 class HiFTConfig:
@@ -206,17 +212,12 @@ class ModelConfig:
         return ModelParams(
             llm=LLMParams(
                 speech_token_size=self.llm.speech_token_size,
-                top_p=float(self.sampling.get("top_p", 0.8)),
-                top_k=int(self.sampling.get("top_k", 25)),
-                win_size=int(self.sampling.get("win_size", 10)),
-                tau_r=float(self.sampling.get("tau_r", 0.1)),
+                top_p=float(self.sampling.get("top_p", LLMParams.top_p)),
+                top_k=int(self.sampling.get("top_k", LLMParams.top_k)),
+                win_size=int(self.sampling.get("win_size", LLMParams.win_size)),
+                tau_r=float(self.sampling.get("tau_r", LLMParams.tau_r)),
             ),
-            flow=FlowParams(
-                n_mels=self.flow.output_size,
-                input_frame_rate=self.flow.input_frame_rate,
-                inference_cfg_rate=self.flow.inference_cfg_rate,
-                t_scheduler=self.flow.t_scheduler,
-            ),
+            flow=self.flow.params(),
             vocoder=VocoderParams(
                 sample_rate=self.hift.sampling_rate,
                 upsample_factor=_product(self.hift.upsample_rates) * self.hift.istft_hop_len,
@@ -275,7 +276,7 @@ def _model_config(raw: dict) -> ModelConfig:
     f0 = hift["f0_predictor"]
     mel = raw.get("feat_extractor", {})
     sampling = raw.get("llm", {}).get("sampling") or {}
-    sample_rate = int(raw.get("sample_rate", hift.get("sampling_rate", 22050)))
+    sample_rate = int(raw.get("sample_rate", hift.get("sampling_rate", VocoderParams.sample_rate)))
     return ModelConfig(
         sample_rate=sample_rate,
         llm=LLMConfig(
@@ -293,13 +294,13 @@ def _model_config(raw: dict) -> ModelConfig:
             output_size=int(flow["output_size"]),
             spk_embed_dim=int(flow.get("spk_embed_dim", 192)),
             vocab_size=int(flow["vocab_size"]),
-            input_frame_rate=int(flow.get("input_frame_rate", 50)),
+            input_frame_rate=int(flow.get("input_frame_rate", FlowParams.input_frame_rate)),
             encoder=EncoderConfig.from_node(flow["encoder"], "flow.encoder"),
             length_regulator_channels=int(regulator["channels"]),
             sampling_ratios=tuple(int(r) for r in regulator["sampling_ratios"]),
             decoder_in_channels=int(decoder.get("in_channels", 240)),
-            inference_cfg_rate=float(cfm.get("inference_cfg_rate", 0.7)),
-            t_scheduler=str(cfm.get("t_scheduler", "cosine")),
+            inference_cfg_rate=float(cfm.get("inference_cfg_rate", FlowParams.inference_cfg_rate)),
+            t_scheduler=str(cfm.get("t_scheduler", FlowParams.t_scheduler)),
             sigma_min=float(cfm.get("sigma_min", 1e-6)),
             estimator=EstimatorConfig(
                 in_channels=int(estimator["in_channels"]),
@@ -316,15 +317,15 @@ def _model_config(raw: dict) -> ModelConfig:
         hift=HiFTConfig(
             in_channels=int(hift.get("in_channels", 80)),
             base_channels=int(hift.get("base_channels", 512)),
-            nb_harmonics=int(hift.get("nb_harmonics", 8)),
+            nb_harmonics=int(hift.get("nb_harmonics", VocoderParams.nb_harmonics)),
             sampling_rate=int(hift.get("sampling_rate", sample_rate)),
-            nsf_alpha=float(hift.get("nsf_alpha", 0.1)),
-            nsf_sigma=float(hift.get("nsf_sigma", 0.003)),
-            nsf_voiced_threshold=float(hift.get("nsf_voiced_threshold", 10)),
+            nsf_alpha=float(hift.get("nsf_alpha", VocoderParams.sine_amp)),
+            nsf_sigma=float(hift.get("nsf_sigma", VocoderParams.noise_std)),
+            nsf_voiced_threshold=float(hift.get("nsf_voiced_threshold", VocoderParams.voiced_threshold)),
             upsample_rates=tuple(int(r) for r in hift.get("upsample_rates", (8, 8))),
             upsample_kernel_sizes=tuple(int(k) for k in hift.get("upsample_kernel_sizes", (16, 16))),
-            istft_n_fft=int(hift.get("istft_params", {}).get("n_fft", 16)),
-            istft_hop_len=int(hift.get("istft_params", {}).get("hop_len", 4)),
+            istft_n_fft=int(hift.get("istft_params", {}).get("n_fft", VocoderParams.n_fft)),
+            istft_hop_len=int(hift.get("istft_params", {}).get("hop_len", VocoderParams.hop_len)),
             resblock_kernel_sizes=tuple(int(k) for k in hift.get("resblock_kernel_sizes", (3, 7, 11))),
             resblock_dilation_sizes=tuple(
                 tuple(int(d) for d in ds) for ds in hift.get("resblock_dilation_sizes", [[1, 3, 5]] * 3)
@@ -337,20 +338,20 @@ def _model_config(raw: dict) -> ModelConfig:
                 for ds in hift.get("source_resblock_dilation_sizes", [[1, 3, 5]] * 2)
             ),
             lrelu_slope=float(hift.get("lrelu_slope", 0.1)),
-            audio_limit=float(hift.get("audio_limit", 0.99)),
+            audio_limit=float(hift.get("audio_limit", VocoderParams.audio_limit)),
             f0_num_class=int(f0.get("num_class", 1)),
             f0_in_channels=int(f0.get("in_channels", 80)),
             f0_cond_channels=int(f0.get("cond_channels", 512)),
         ),
         mel=MelParams(
             sample_rate=int(mel.get("sampling_rate", sample_rate)),
-            n_fft=int(mel.get("n_fft", 1024)),
-            num_mels=int(mel.get("num_mels", 80)),
-            hop_size=int(mel.get("hop_size", 256)),
-            win_size=int(mel.get("win_size", 1024)),
-            fmin=float(mel.get("fmin", 0)),
-            fmax=float(mel.get("fmax", 8000)),
-            center=bool(mel.get("center", False)),
+            n_fft=int(mel.get("n_fft", MelParams.n_fft)),
+            num_mels=int(mel.get("num_mels", MelParams.num_mels)),
+            hop_size=int(mel.get("hop_size", MelParams.hop_size)),
+            win_size=int(mel.get("win_size", MelParams.win_size)),
+            fmin=float(mel.get("fmin", MelParams.fmin)),
+            fmax=float(mel.get("fmax", MelParams.fmax)),
+            center=bool(mel.get("center", MelParams.center)),
         ),
         sampling={k: v for k, v in sampling.items() if k != CLASS_KEY},
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from export.config import load_config
+from export.errors import OptionsError
 
 SFT_SPEAKERS = ("中文女", "中文男", "日语男", "粤语女", "英文女", "英文男", "韩语女")
 
@@ -195,7 +196,7 @@ def make_fake_model(
     from export.parts import flow, hift, llm
 
     if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
+        raise OptionsError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "cosyvoice.yaml").write_text(
         CONFIG_TEMPLATE.format(size=size, s=SIZES[size]), encoding="utf-8"

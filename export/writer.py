@@ -24,6 +24,7 @@ from typing import BinaryIO
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from export.errors import ContractError
 from function.contract import INLINE_LIMIT, WEIGHT_ALIGNMENT, WEIGHTS_FILE
 
 
@@ -88,7 +89,7 @@ def externalize(model: onnx.ModelProto, store: WeightsFile) -> None:
     _lift_large_constants(model.graph)
     for tensor in model.graph.initializer:
         if tensor.data_location == TensorProto.EXTERNAL:
-            raise ValueError(f"initializer {tensor.name} is already external; export graphs in memory")
+            raise ContractError(f"initializer {tensor.name} is already external; export graphs in memory")
         if _nbytes(tensor) < INLINE_LIMIT:
             continue
         data = tensor.raw_data if tensor.HasField("raw_data") else numpy_helper.to_array(tensor).tobytes()

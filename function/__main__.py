@@ -1,12 +1,10 @@
-"""`python -m function COMMAND`: each command lives in a small module with `register(subparsers)`,
-which adds its parser and sets `run` (args → exit code). Commands import their heavy parts in `run`,
-so `--help` and every command start fast."""
+"""`python -m function COMMAND`: serve, invoke, synth, speakers (the pattern is function.cli's)."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
+
+from function import cli
 
 COMMANDS = (
     "function.local.serve",
@@ -17,12 +15,7 @@ COMMANDS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m function", description="CosyVoice TTS function")
-    commands = parser.add_subparsers(dest="command", required=True)
-    for module in COMMANDS:
-        importlib.import_module(module).register(commands)
-    args = parser.parse_args(argv)
-    return int(args.run(args) or 0)
+    return cli.main("function", "CosyVoice TTS function", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -22,12 +22,15 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from function.audio import MEDIA_TYPES, encode, iter_encode, media_type
-from function.errors import OutputTooLarge, TTSError
-from function.model import STARTUP, get_engine, loaded_engine
+from function.audio import iter_encode, media_type
+from function.errors import TTSError
+from function.formats import FORMATS
+from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
+from function.reply import reply_audio
 from function.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.settings import get_settings
+from function.startup import STARTUP
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "The body does not match the schema (types, missing fields)."},
 }
 _AUDIO: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Encoded audio.", "content": {mt: {} for mt in MEDIA_TYPES.values()}},
+    200: {"description": "Encoded audio.", "content": {f.media_type: {} for f in FORMATS.values()}},
     **_ERRORS,
 }
 
@@ -51,23 +54,16 @@ def synthesize_response(options: SynthesisOptions) -> Response:
     settings = get_settings()
     options = options.validated(settings.max_text_chars)
     engine = get_engine()
-    chunks = engine.stream(options)
     headers = {"X-Sample-Rate": str(engine.sample_rate)}
     # Lambda (Mangum) buffers every response, so streaming there would only dodge the size check.
     if options.stream and settings.max_response_bytes is None:
+        chunks = engine.stream(options)
         # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
         first = next(chunks, None)
         audio: Iterator[Any] = chain([] if first is None else [first], chunks)
         body = iter_encode(audio, options.format, engine.sample_rate)
         return StreamingResponse(body, media_type=media_type(options.format), headers=headers)
-    data = encode(chunks, options.format, engine.sample_rate)
-    if not settings.fits_response(len(data)):
-        raise OutputTooLarge(
-            f"the {options.format} audio is {len(data)} bytes, more than a synchronous Lambda response"
-            f" can carry once base64-encoded ({settings.max_response_bytes} bytes);"
-            " send long texts to the batch path (SQS message → audio in S3),"
-            " or choose a compressed format (mp3, ogg)"
-        )
+    data = reply_audio(options, engine, settings)
     return Response(data, media_type=media_type(options.format), headers=headers)
 
 

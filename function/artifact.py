@@ -22,7 +22,7 @@ import json
 import math
 import mmap
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,84 +36,9 @@ from function.contract import (
     TensorSpec,
 )
 from function.errors import ArtifactError
+from function.params import ModelParams, strict
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
-
-
-@dataclass(frozen=True)
-class LLMParams:
-    speech_token_size: int = 4096  # EOS is this id; the decoder emits speech_token_size + 1 logits
-    top_p: float = 0.8
-    top_k: int = 25
-    win_size: int = 10  # repetition-aware sampling window
-    tau_r: float = 0.1
-    min_token_text_ratio: float = 2.0
-    max_token_text_ratio: float = 20.0
-    max_context: int = 5000  # positions the relative encoding is defined for
-
-
-@dataclass(frozen=True)
-class FlowParams:
-    n_mels: int = 80
-    input_frame_rate: int = 50  # speech tokens per second
-    n_timesteps: int = 10
-    inference_cfg_rate: float = 0.7
-    t_scheduler: str = "cosine"
-    # The flow's own mel frame rate, which upstream hard-codes (22050 / 256) to size mu from token counts.
-    sample_rate: int = 22050
-    hop_size: int = 256
-
-
-@dataclass(frozen=True)
-class VocoderParams:
-    sample_rate: int = 22050
-    upsample_factor: int = 256  # samples per mel frame: prod(upsample_rates) * istft hop
-    n_fft: int = 16
-    hop_len: int = 4
-    nb_harmonics: int = 8  # overtones; the source has nb_harmonics + 1 sines
-    sine_amp: float = 0.1
-    noise_std: float = 0.003
-    voiced_threshold: float = 10.0
-    audio_limit: float = 0.99
-
-
-@dataclass(frozen=True)
-class MelParams:
-    """The flow's mel features (matcha's mel_spectrogram), used for zero-shot prompts."""
-
-    sample_rate: int = 22050
-    n_fft: int = 1024
-    num_mels: int = 80
-    hop_size: int = 256
-    win_size: int = 1024
-    fmin: float = 0.0
-    fmax: float = 8000.0
-    center: bool = False
-
-
-@dataclass(frozen=True)
-class ModelParams:
-    llm: LLMParams = field(default_factory=LLMParams)
-    flow: FlowParams = field(default_factory=FlowParams)
-    vocoder: VocoderParams = field(default_factory=VocoderParams)
-    mel: MelParams = field(default_factory=MelParams)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ModelParams:
-        return cls(
-            llm=_build(LLMParams, data.get("llm", {})),
-            flow=_build(FlowParams, data.get("flow", {})),
-            vocoder=_build(VocoderParams, data.get("vocoder", {})),
-            mel=_build(MelParams, data.get("mel", {})),
-        )
-
-
-def _build(cls: type, data: Mapping[str, Any]) -> Any:
-    known = {f.name for f in fields(cls)}
-    unknown = set(data) - known
-    if unknown:
-        raise ArtifactError(f"manifest: unknown {cls.__name__} fields {sorted(unknown)}")
-    return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -164,7 +89,7 @@ class GraphEntry:
         values["inputs"] = tuple(TensorSpec.from_dict(d) for d in data["inputs"])
         values["outputs"] = tuple(TensorSpec.from_dict(d) for d in data["outputs"])
         values["external_tensors"] = tuple(WeightSlice.from_dict(d) for d in data.get("external_tensors", ()))
-        return _build(cls, values)
+        return strict(cls, values)
 
 
 @dataclass(frozen=True)
@@ -196,7 +121,7 @@ class Manifest:
             "source": self.source,
             "sample_rate": self.sample_rate,
             "token_rate": self.params.flow.input_frame_rate,
-            "mel_rate": self.params.vocoder.sample_rate / self.params.mel.hop_size,
+            "mel_rate": self.params.flow.mel_rate,
             "params": asdict(self.params),
             "graphs": {name: entry.to_dict() for name, entry in self.graphs.items()},
             "weights": asdict(self.weights),
@@ -220,8 +145,8 @@ class Manifest:
                 source=dict(data["source"]),
                 params=ModelParams.from_dict(data["params"]),
                 graphs={name: GraphEntry.from_dict(entry) for name, entry in data["graphs"].items()},
-                weights=_build(FileEntry, data["weights"]),
-                tokenizer=_build(FileEntry, data["tokenizer"]),
+                weights=strict(FileEntry, data["weights"]),
+                tokenizer=strict(FileEntry, data["tokenizer"]),
                 speakers={name: list(map(float, emb)) for name, emb in data["speakers"].items()},
                 export_options=dict(data["export_options"]),
                 versions=dict(data["versions"]),
@@ -369,13 +294,8 @@ def _map_file(path: Path) -> Buffer:
 __all__ = [
     "Artifact",
     "FileEntry",
-    "FlowParams",
     "GraphEntry",
-    "LLMParams",
     "Manifest",
-    "MelParams",
-    "ModelParams",
-    "VocoderParams",
     "WEIGHTS_FILE",
     "WeightSlice",
     "sha256_of",

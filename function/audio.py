@@ -1,4 +1,4 @@
-"""Encoders: float32 mono chunks from the engine → bytes of one audio format.
+"""Encoders: float32 mono chunks from the engine → bytes of one audio format (function.formats lists them).
 
 wav and pcm are written here with numpy and stream chunk by chunk (a streamed wav header carries the
 "unknown length" sizes 0xFFFFFFFF, which players and libsndfile accept). flac, ogg/vorbis and mp3 go
@@ -15,27 +15,13 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from function.errors import UnsupportedFormat
+from function.formats import AudioFormat, audio_format
 
-# format → (libsndfile container, subtype); wav and pcm are not in here: they are written directly.
-_SOUNDFILE = {"flac": ("FLAC", "PCM_16"), "ogg": ("OGG", "VORBIS"), "mp3": ("MP3", "MPEG_LAYER_III")}
-MEDIA_TYPES = {
-    "wav": "audio/wav",
-    "flac": "audio/flac",
-    "ogg": "audio/ogg",
-    "mp3": "audio/mpeg",
-    "pcm": "audio/pcm",  # headerless signed 16-bit little-endian mono; the rate is in X-Sample-Rate
-}
-STREAMING_FORMATS = frozenset({"wav", "pcm"})
 _UNKNOWN_SIZE = 0xFFFFFFFF
 
 
 def media_type(fmt: str) -> str:
-    try:
-        return MEDIA_TYPES[fmt]
-    except KeyError:
-        raise UnsupportedFormat(
-            f"format {fmt!r} is not supported; choose one of {', '.join(MEDIA_TYPES)}"
-        ) from None
+    return audio_format(fmt).media_type
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
@@ -55,13 +41,14 @@ def wav_header(sample_rate: int, data_bytes: int | None) -> bytes:
     )
 
 
-def _soundfile_encode(samples: np.ndarray, fmt: str, sample_rate: int) -> bytes:
+def _soundfile_encode(samples: np.ndarray, fmt: AudioFormat, sample_rate: int) -> bytes:
     import soundfile
 
-    container, subtype = _SOUNDFILE[fmt]
+    assert fmt.soundfile is not None  # only called for the formats libsndfile writes
+    container, subtype = fmt.soundfile
     if container not in soundfile.available_formats():
         raise UnsupportedFormat(
-            f"format {fmt!r} is not available in this build (libsndfile lacks {container})"
+            f"format {fmt.name!r} is not available in this build (libsndfile lacks {container})"
         )
     buffer = io.BytesIO()
     soundfile.write(buffer, samples, sample_rate, format=container, subtype=subtype)
@@ -70,19 +57,18 @@ def _soundfile_encode(samples: np.ndarray, fmt: str, sample_rate: int) -> bytes:
 
 def encode(chunks: Iterable[np.ndarray], fmt: str, sample_rate: int) -> bytes:
     """The whole file, with exact sizes in its header."""
-    media_type(fmt)
-    if fmt in STREAMING_FORMATS:
+    audio = audio_format(fmt)
+    if audio.streams:
         pcm = b"".join(to_pcm16(chunk) for chunk in chunks)
         return (wav_header(sample_rate, len(pcm)) if fmt == "wav" else b"") + pcm
     parts = list(chunks)
     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-    return _soundfile_encode(samples, fmt, sample_rate)
+    return _soundfile_encode(samples, audio, sample_rate)
 
 
 def iter_encode(chunks: Iterable[np.ndarray], fmt: str, sample_rate: int) -> Iterator[bytes]:
     """Encoded bytes as the chunks arrive (wav, pcm); other formats come as one piece at the end."""
-    media_type(fmt)
-    if fmt not in STREAMING_FORMATS:
+    if not audio_format(fmt).streams:
         yield encode(chunks, fmt, sample_rate)
         return
     if fmt == "wav":
@@ -92,8 +78,6 @@ def iter_encode(chunks: Iterable[np.ndarray], fmt: str, sample_rate: int) -> Ite
 
 
 __all__ = [
-    "MEDIA_TYPES",
-    "STREAMING_FORMATS",
     "encode",
     "iter_encode",
     "media_type",

@@ -21,31 +21,16 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from function.audio import encode, media_type
-from function.aws import s3_client
+from function.audio import encode
 from function.errors import InvalidRequest, TTSError
 from function.model import get_engine
 from function.schema import SpeechJob, parse
 from function.settings import Settings, get_settings
+from function.storage import Written, exists, store
 
 logger = logging.getLogger(__name__)
-
-
-class StorageError(TTSError):
-    """S3 refused a read or write; the record is retried (and eventually dead-lettered)."""
-
-    code = "storage_error"
-    status = 502
-
-
-@dataclass(frozen=True)
-class Written:
-    bucket: str
-    key: str
-    existed: bool  # True: an earlier delivery already wrote it, nothing was synthesized
 
 
 def write_job(job: SpeechJob, settings: Settings, max_text_chars: int) -> Written:
@@ -54,43 +39,12 @@ def write_job(job: SpeechJob, settings: Settings, max_text_chars: int) -> Writte
         raise InvalidRequest("COSYVOICE_OUTPUT_BUCKET is not set: this deployment cannot write audio to S3")
     key = settings.output_prefix + job.output_name()
     options = job.to_options().validated(max_text_chars)
-    if _exists(settings.output_bucket, key):
+    if exists(settings.output_bucket, key):
         return Written(settings.output_bucket, key, existed=True)
     engine = get_engine()
     data = encode(engine.stream(options), options.format, engine.sample_rate)
     store(settings.output_bucket, key, data, options.format, engine.sample_rate, job.id)
     return Written(settings.output_bucket, key, existed=False)
-
-
-def _exists(bucket: str, key: str) -> bool:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        s3_client().head_object(Bucket=bucket, Key=key)
-        return True
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise StorageError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
-    except BotoCoreError as exc:
-        raise StorageError(f"cannot check s3://{bucket}/{key}: {exc}") from exc
-
-
-def store(bucket: str, key: str, data: bytes, fmt: str, sample_rate: int, job_id: str | None = None) -> None:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    metadata = {"sample-rate": str(sample_rate), **({"job-id": job_id} if job_id else {})}
-    try:
-        # If-None-Match: a duplicate delivery running at the same time cannot replace the first object.
-        s3_client().put_object(
-            Bucket=bucket, Key=key, Body=data, ContentType=media_type(fmt), Metadata=metadata, IfNoneMatch="*"
-        )
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
-            return
-        raise StorageError(f"cannot write s3://{bucket}/{key}: {exc}") from exc
-    except BotoCoreError as exc:
-        raise StorageError(f"cannot write s3://{bucket}/{key}: {exc}") from exc
 
 
 def process_record(record: Mapping[str, Any], settings: Settings) -> Written:
@@ -125,4 +79,4 @@ def handle_sqs(event: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
     return {"batchItemFailures": failures}
 
 
-__all__ = ["StorageError", "Written", "handle_sqs", "process_record", "store", "write_job"]
+__all__ = ["handle_sqs", "process_record", "write_job"]

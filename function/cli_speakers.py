@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-from function.cli_synth import ARTIFACT_VARIABLE, artifact_location, fail, one_line_usage_errors, say
+from function.cli import add_artifacts_option
+from function.cli_synth import artifact_location, fail, say
 from function.errors import TTSError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("speakers", help="list the built-in speakers (for synth --speaker)")
-    parser.add_argument(
-        "--artifacts", help=f"artifact directory or s3:// URL (default: ${ARTIFACT_VARIABLE})"
-    )
-    one_line_usage_errors(parser)
+    add_artifacts_option(parser)
     parser.set_defaults(run=main)
 
 

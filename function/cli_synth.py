@@ -7,7 +7,7 @@
 The file appears complete or not at all: audio goes to a temporary file beside it, renamed when done (an
 existing file is replaced only then). With --stream, wav and pcm reach that file chunk by chunk as the
 engine yields them, and the time to the first chunk goes to stderr. The format comes from the output's
-suffix unless --format names it. Every error is one line on stderr and exit status 2.
+suffix unless --format names it. Every error is one line on stderr and exit status 2 (function.cli).
 """
 
 from __future__ import annotations
@@ -19,23 +19,22 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
+from function import cli
 from function.errors import ArtifactError, InvalidRequest, TTSError, UnsupportedFormat
-from function.options import AUDIO_FORMATS, SynthesisOptions
+from function.formats import FORMATS
+from function.options import SynthesisOptions
 
 if TYPE_CHECKING:
     import numpy as np
 
-EXIT_ERROR = 2
 ARTIFACT_VARIABLE = "COSYVOICE_ARTIFACT"
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("synth", help="synthesize text into an audio file")
-    parser.add_argument(
-        "--artifacts", help=f"artifact directory or s3:// URL (default: ${ARTIFACT_VARIABLE})"
-    )
+    cli.add_artifacts_option(parser)
     parser.add_argument("--text", required=True, help="what to say")
     parser.add_argument("-o", "--output", type=Path, required=True, help="audio file to write")
     voice = parser.add_argument_group("voice: a built-in speaker (optionally instructed), or prompt audio")
@@ -43,12 +42,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     voice.add_argument("--instruct", help="style instruction for the speaker (-Instruct model)")
     voice.add_argument("--prompt-wav", type=Path, help="recording of the voice to clone (1-30 s)")
     voice.add_argument("--prompt-text", help="transcript of --prompt-wav; without it: cross-lingual")
-    parser.add_argument("--format", help=f"one of {', '.join(AUDIO_FORMATS)} (default: the output's suffix)")
+    parser.add_argument("--format", help=f"one of {', '.join(FORMATS)} (default: the output's suffix)")
     parser.add_argument("--stream", action="store_true", help="stream chunks into the file as they come")
     parser.add_argument("--seed", type=int, help="the same seed and options give the same audio")
     parser.add_argument("--speed", type=float, default=1.0, help="tempo factor in [0.5, 2.0]")
     parser.add_argument("--threads", type=int, help="onnxruntime intra-op threads (default: every CPU)")
-    one_line_usage_errors(parser)
     parser.set_defaults(run=main)
 
 
@@ -98,10 +96,10 @@ def request_options(args: argparse.Namespace) -> SynthesisOptions:
 
 def format_of(path: Path) -> str:
     suffix = path.suffix.lower().lstrip(".")
-    if suffix not in AUDIO_FORMATS:
+    if suffix not in FORMATS:
         raise UnsupportedFormat(
             f"cannot tell the audio format from {path.name!r}: name the file"
-            f" .{', .'.join(AUDIO_FORMATS)} or pass --format"
+            f" .{', .'.join(FORMATS)} or pass --format"
         )
     return suffix
 
@@ -157,32 +155,20 @@ def say(message: str) -> None:
 
 
 def fail(error: TTSError | OSError) -> int:
-    """One line on stderr, exit status 2."""
+    """One line on stderr, exit status 2 (function.cli's error style)."""
     if isinstance(error, TTSError):
         message = error.message
     elif error.filename is not None and error.strerror:
         message = f"{error.strerror}: {error.filename}"
     else:
         message = str(error)
-    say(f"error: {message}")
-    return EXIT_ERROR
-
-
-def one_line_usage_errors(parser: argparse.ArgumentParser) -> None:
-    """Usage errors as one line too (argparse prints the whole usage first), with the same exit status."""
-
-    def error(message: str) -> NoReturn:
-        say(f"error: {message} (see {parser.prog} --help)")
-        sys.exit(EXIT_ERROR)
-
-    parser.error = error  # type: ignore[method-assign]
+    return cli.fail("function", message)
 
 
 __all__ = [
     "artifact_location",
     "fail",
     "format_of",
-    "one_line_usage_errors",
     "register",
     "say",
     "write_audio",

@@ -10,7 +10,7 @@ from math import ceil, gcd
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from function.artifact import MelParams
+from function.params import MelParams
 
 # torchaudio.functional.resample defaults (upstream resamples prompts with torchaudio.transforms.Resample).
 RESAMPLE_ZEROS = 6  # lowpass_filter_width: sinc zero crossings on each side

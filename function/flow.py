@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from function.artifact import Artifact, FlowParams
+from function.artifact import Artifact
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR
 from function.graphs import Graph
+from function.params import FlowParams
 
 
 class Flow:
@@ -41,9 +42,8 @@ class Flow:
         return t
 
     def mel_frames(self, n_tokens: int) -> int:
-        """Frames for `n_tokens` speech tokens, rounded down like upstream (250 tokens → 430 frames)."""
-        p = self.params
-        return int(n_tokens / p.input_frame_rate * p.sample_rate / p.hop_size)
+        """Frames for `n_tokens` speech tokens (FlowParams.mel_frames: the one rule)."""
+        return self.params.mel_frames(n_tokens)
 
     def sample_noise(self, rng: np.random.Generator, n_frames: int) -> np.ndarray:
         """Standard-normal starting point for `n_frames` frames: [1, n_mels, n_frames] float32."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from function.artifact import Artifact, LLMParams
+from function.artifact import Artifact
 from function.contract import (
     LLM_CACHE_KINDS,
     LLM_DECODE,
@@ -26,6 +26,7 @@ from function.contract import (
 )
 from function.errors import ArtifactError, InvalidRequest
 from function.graphs import Graph, available_cpus
+from function.params import LLMParams
 from function.sampling import sample_next
 
 CACHE_BLOCK = 128

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from function.errors import InvalidRequest, TextTooLong, UnsupportedFormat
+from function.errors import InvalidRequest, TextTooLong
+from function.formats import audio_format
 
-AUDIO_FORMATS = ("wav", "flac", "ogg", "mp3", "pcm")
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 DEFAULT_MAX_TEXT_CHARS = 2000
 
@@ -29,7 +29,7 @@ class SynthesisOptions:
     instruct: str | None = None  # style instruction, e.g. "A calm, low voice." (instruct mode)
     prompt_audio: bytes | None = None  # reference recording for voice cloning, any soundfile format
     prompt_text: str | None = None  # transcript of prompt_audio; without it the mode is cross-lingual
-    format: str = "wav"  # one of AUDIO_FORMATS
+    format: str = "wav"  # a name in function.formats.FORMATS
     speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
     seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
@@ -54,10 +54,7 @@ class SynthesisOptions:
                 f"text has {len(self.text)} characters, the limit is {max_text_chars};"
                 " split it or use the batch (SQS) path"
             )
-        if self.format not in AUDIO_FORMATS:
-            raise UnsupportedFormat(
-                f"format {self.format!r} is not supported; choose one of {', '.join(AUDIO_FORMATS)}"
-            )
+        audio_format(self.format)  # refuses an unknown one
         if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:
             raise InvalidRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):
@@ -69,4 +66,4 @@ class SynthesisOptions:
         return self
 
 
-__all__ = ["AUDIO_FORMATS", "MAX_SPEED", "MIN_SPEED", "Mode", "SynthesisOptions"]
+__all__ = ["MAX_SPEED", "MIN_SPEED", "Mode", "SynthesisOptions"]

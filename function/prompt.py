@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile
 
-from function.artifact import Artifact, MelParams
+from function.artifact import Artifact
 from function.contract import CAMPPLUS, SPEECH_TOKENIZER
 from function.errors import InvalidPromptAudio
 from function.features import kaldi_fbank, mel_spectrogram, resample, whisper_log_mel
 from function.graphs import Graph
+from function.params import MelParams
 
 TOKENIZER_RATE = 16000  # both front-end models take 16 kHz features
 MIN_SECONDS = 1.0

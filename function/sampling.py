@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from function.artifact import LLMParams
+from function.params import LLMParams
 
 MAX_TRIALS = 100
 

@@ -14,9 +14,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from function.errors import InvalidPromptAudio, InvalidRequest
-from function.options import AUDIO_FORMATS, MAX_SPEED, MIN_SPEED, SynthesisOptions
+from function.formats import FORMATS
+from function.options import MAX_SPEED, MIN_SPEED, SynthesisOptions
 
-_FORMAT: dict[str, Any] = {"enum": list(AUDIO_FORMATS)}
+_FORMAT: dict[str, Any] = {"enum": list(FORMATS)}
 _SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
 

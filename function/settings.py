@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 
 from function.options import DEFAULT_MAX_TEXT_CHARS
 
@@ -104,10 +103,21 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise SettingsError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
 
 
-@cache
+_settings: Settings | None = None
+
+
 def get_settings() -> Settings:
-    """The process's settings: read once, like the model they describe."""
-    return Settings.from_env()
+    """The process's settings: read from the environment once, like the model they describe."""
+    global _settings
+    if _settings is None:
+        _settings = Settings.from_env()
+    return _settings
 
 
-__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "get_settings"]
+def use_settings(settings: Settings) -> None:
+    """Make `settings` the process's settings: a command line that takes them as flags calls this first."""
+    global _settings
+    _settings = settings
+
+
+__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "get_settings", "use_settings"]

@@ -92,7 +92,7 @@ class SegmentStream:
         self.flow_noise = NoiseField(flow_rng, n_mels, NOISE_BLOCK)
         self.hop = vocoder.params.upsample_factor
         self.source_noise = NoiseField(source_rng, vocoder.n_sines, NOISE_BLOCK * self.hop)
-        self.frames_per_token = flow.params.sample_rate / flow.params.hop_size / flow.params.input_frame_rate
+        self.frames_per_token = flow.params.mel_rate / flow.params.input_frame_rate
         self.mel_tail = np.zeros((1, n_mels, 0), dtype=np.float32)
         self.mel_history = np.zeros((1, n_mels, 0), dtype=np.float32)
         self.source_history = np.zeros((1, 0, vocoder.n_sines), dtype=np.float32)
@@ -101,8 +101,8 @@ class SegmentStream:
         self.emitted_frames = 0  # final mel frames turned into audio so far
 
     def frame(self, token_index: int) -> int:
-        """First mel frame of a token (the whole utterance's frames, rounded down like upstream)."""
-        return int(token_index * self.frames_per_token)
+        """First mel frame of a token: the frames of the tokens before it, by the flow's one rule."""
+        return self.flow.params.mel_frames(token_index)
 
     def window_start(self, start: int) -> int:
         """First token the flow sees for a chunk starting at `start`: at least TOKEN_CONTEXT earlier, on an

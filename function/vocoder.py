@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from function.artifact import Artifact, VocoderParams
+from function.artifact import Artifact
 from function.contract import HIFT_F0, HIFT_GENERATOR
 from function.graphs import Graph
+from function.params import VocoderParams
 
 
 @dataclass

@@ -20,23 +20,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from export.config import EstimatorConfig, FlowConfig
+from export.errors import UnsupportedModel
 from export.modules.conformer import Encoder, check_encoder
 
-# Upstream hard-codes the mel frame rate inside the flow (22050 Hz, hop 256), independent of the config.
-MEL_SAMPLE_RATE = 22050
-MEL_HOP = 256
 # Long chunks (> 2 * EDGE_TOKENS new tokens) get their first and last EDGE_TOKENS tokens interpolated on
 # their own, so a chunk's edges map to a fixed number of frames (upstream's token_overlap_len).
 EDGE_TOKENS = 20
 
 
-def mel_frames(n_tokens: int, input_frame_rate: int) -> int:
-    """Mel frames for `n_tokens` speech tokens, rounded down exactly as upstream does."""
-    return int(n_tokens / input_frame_rate * MEL_SAMPLE_RATE / MEL_HOP)
-
-
 def check_config(config: FlowConfig) -> None:
-    """Refuse configurations these modules do not reproduce (raises ValueError with one line)."""
+    """Refuse configurations these modules do not reproduce (UnsupportedModel, one line)."""
     check_encoder(config.encoder, "flow.encoder", causal=False)
     est = config.estimator
     problems = [
@@ -46,7 +39,7 @@ def check_config(config: FlowConfig) -> None:
     ]
     found = [text for bad, text in problems if bad]
     if found:
-        raise ValueError(f"unsupported flow configuration: {'; '.join(found)}")
+        raise UnsupportedModel(f"unsupported flow configuration: {'; '.join(found)}")
 
 
 def mish(x: torch.Tensor) -> torch.Tensor:
@@ -428,7 +421,7 @@ class FlowEncoderGraph(nn.Module):
     def __init__(self, flow: FlowModel) -> None:
         super().__init__()
         self.flow = flow
-        self.edge_frames = mel_frames(EDGE_TOKENS, flow.config.input_frame_rate)
+        self.edge_frames = flow.config.params().mel_frames(EDGE_TOKENS)
 
     def forward(
         self,
@@ -457,6 +450,5 @@ __all__ = [
     "FlowEncoderGraph",
     "FlowModel",
     "check_config",
-    "mel_frames",
     "segment_sources",
 ]

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from export.config import HiFTConfig
+from export.errors import CheckpointError, UnsupportedModel
 
 # How upstream stores weight norm: torch.nn.utils.weight_norm (older releases) or its parametrization.
 _LEGACY_G, _LEGACY_V = ".weight_g", ".weight_v"
@@ -50,7 +51,7 @@ def fold_weight_norm(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         prefix = key[: -len(suffix)]
         g, v = state.get(prefix + g_suffix), state.get(prefix + v_suffix)
         if g is None or v is None:
-            raise ValueError(f"hift.pt has {key} but not its weight-norm partner under {prefix}")
+            raise CheckpointError(f"hift.pt has {key} but not its weight-norm partner under {prefix}")
         if suffix == g_suffix:
             norm = v.flatten(1).norm(dim=1).view(-1, *([1] * (v.dim() - 1)))
             folded[prefix + ".weight"] = g * v / norm
@@ -181,11 +182,11 @@ class HiFT(nn.Module):
         super().__init__()
         if config.sampling_rate != 22050:
             # Upstream switches to SineGen2 (CosyVoice2's source) at other rates; the runtime implements v1's.
-            raise ValueError(f"hift: sampling_rate {config.sampling_rate} is not v1's 22050")
+            raise UnsupportedModel(f"hift: sampling_rate {config.sampling_rate} is not v1's 22050")
         if config.f0_num_class != 1:
-            raise ValueError(f"hift: f0_predictor num_class {config.f0_num_class} is not 1")
+            raise UnsupportedModel(f"hift: f0_predictor num_class {config.f0_num_class} is not 1")
         if len(config.upsample_rates) != len(config.source_resblock_kernel_sizes):
-            raise ValueError("hift: one source resblock is needed per upsampling stage")
+            raise UnsupportedModel("hift: one source resblock is needed per upsampling stage")
         base = config.base_channels
         n_fft = config.istft_n_fft
         self.n_bins = n_fft // 2 + 1

@@ -9,12 +9,13 @@ import onnx
 import torch
 
 from export.config import FlowConfig
-from export.modules.flow import FlowEncoderGraph, FlowModel, mel_frames
+from export.errors import CheckpointMismatch, OptionsError
+from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
-from function.artifact import FlowParams
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
 from function.flow import Flow
+from function.params import FlowParams
 
 # Axis labels of the contract that vary per call; the others (n_mels, spk_dim) are fixed by the model.
 DYNAMIC_AXES = frozenset({"batch", "mel_len", "token_len", "total_mel_len"})
@@ -36,7 +37,7 @@ def random_state_dict(config: FlowConfig, seed: int) -> dict[str, torch.Tensor]:
 
 
 def load_module(state_dict: dict[str, torch.Tensor], config: FlowConfig) -> FlowModel:
-    """flow.pt → FlowModel in eval mode; a checkpoint that does not fit the config is a ValueError."""
+    """flow.pt → FlowModel in eval mode; a checkpoint that does not fit the config is CheckpointMismatch."""
     module = FlowModel(config)
     expected = module.state_dict()
     missing = [k for k in expected if k not in state_dict]
@@ -56,7 +57,7 @@ def load_module(state_dict: dict[str, torch.Tensor], config: FlowConfig) -> Flow
             )
             if items
         ]
-        raise ValueError(f"flow.pt does not match cosyvoice.yaml's flow: {'; '.join(details)}")
+        raise CheckpointMismatch(f"flow.pt does not match cosyvoice.yaml's flow: {'; '.join(details)}")
     module.load_state_dict({k: v.float() for k, v in state_dict.items()}, strict=True)
     return module.eval()
 
@@ -88,8 +89,8 @@ def example_encoder_inputs(config: FlowConfig) -> tuple[torch.Tensor, ...]:
     return (
         torch.randint(0, config.vocab_size, (1, prompt + new), generator=generator),
         torch.tensor(prompt),
-        torch.tensor(mel_frames(prompt, config.input_frame_rate)),
-        torch.tensor(mel_frames(new, config.input_frame_rate)),
+        torch.tensor(config.params().mel_frames(prompt)),
+        torch.tensor(config.params().mel_frames(new)),
         torch.randn(1, config.spk_embed_dim, generator=generator),
     )
 
@@ -124,8 +125,11 @@ def export_graphs(module: FlowModel, config: FlowConfig) -> dict[str, onnx.Model
     return graphs
 
 
-def quantize_graphs(graphs: dict[str, onnx.ModelProto]) -> dict[str, onnx.ModelProto]:
-    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize)."""
+def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
+    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize);
+    "int8" is the flow's one mode."""
+    if mode != "int8":
+        raise OptionsError(f"the flow quantises to int8 only, not {mode!r}")
     return {name: quantize_dynamic_int8(model) for name, model in graphs.items()}
 
 
@@ -141,12 +145,12 @@ def quality_report(
     fp32_graphs: dict[str, onnx.ModelProto],
     quant_graphs: dict[str, onnx.ModelProto],
     config: FlowConfig,
-    params: FlowParams,
     seed: int = 0,
     tokens: int = 100,
 ) -> dict:
     """How far the quantised flow's mel is from fp32's for the same random tokens, speaker and noise
     (all 10 steps, no prompt): relative L2 error and max abs error against fp32's peak."""
+    params = config.params()
     rng = np.random.default_rng(seed)
     speech = rng.integers(0, config.vocab_size, size=(1, tokens), dtype=np.int64)
     speaker = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from export.config import HiFTConfig
+from export.errors import CheckpointMismatch
 from export.modules.hift import HiFT, Snake, WeightNormed, fold_weight_norm, split_weight_norm
 from function.contract import HIFT_F0, HIFT_GENERATOR, OPSET, GraphSpec
 
@@ -74,13 +75,13 @@ def load_module(state_dict: dict[str, torch.Tensor], config: HiFTConfig) -> HiFT
     missing = sorted(expected.keys() - folded.keys())
     unexpected = sorted(folded.keys() - expected.keys())
     if missing or unexpected:
-        raise ValueError(
+        raise CheckpointMismatch(
             "hift.pt does not match the configured HiFTGenerator:"
             f" missing {_few(missing)}, unexpected {_few(unexpected)}"
         )
     for key, value in expected.items():
         if folded[key].shape != value.shape:
-            raise ValueError(
+            raise CheckpointMismatch(
                 f"hift.pt {key} has shape {tuple(folded[key].shape)},"
                 f" the configuration needs {tuple(value.shape)}"
             )

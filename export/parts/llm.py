@@ -18,7 +18,6 @@ from export.config import LLMConfig
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
-from function.artifact import LLMParams
 from function.contract import (
     LLM_CACHE_KINDS,
     LLM_POSITIONS,
@@ -28,6 +27,7 @@ from function.contract import (
     llm_decode_spec,
 )
 from function.llm import LLM
+from function.params import LLMParams
 
 OUTPUT_SCALE = 8.0
 

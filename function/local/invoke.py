@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from function.cli import add_artifacts_option
 from function.local.runtime import CLONES_VARIABLE
 from function.local.runtime_api import Invocation, RuntimeAPI
 
@@ -280,7 +281,7 @@ def measure(
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("invoke", help="run the Lambda handler on an event through awslambdaric")
     parser.add_argument("event", type=Path, help="event JSON file (see events/)")
-    parser.add_argument("--artifacts", help="artifact directory or s3:// URL (default: $COSYVOICE_ARTIFACT)")
+    add_artifacts_option(parser)
     parser.add_argument("--snapstart", action="store_true", help="INIT, snapshot hooks, restore, invoke")
     parser.add_argument("--clones", type=int, default=0, help="with --snapstart: restored clones (fork)")
     parser.add_argument("--repeat", type=int, default=1, help="invocations per environment")

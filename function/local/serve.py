@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from function.cli import add_artifacts_option
+from function.settings import Settings, use_settings
+
 # h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
 # oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
 # reach the app, which refuses anything over its own limit (function.app.MAX_HEADER_BYTES) with JSON.
@@ -18,7 +21,7 @@ HEAD_READ_LIMIT = 1024 * 1024
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("serve", help="serve the HTTP API with uvicorn")
-    parser.add_argument("--artifacts", help="artifact directory or s3:// URL (default: $COSYVOICE_ARTIFACT)")
+    add_artifacts_option(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--log-level", default="info")
@@ -26,9 +29,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.artifacts:
-        os.environ["COSYVOICE_ARTIFACT"] = args.artifacts  # settings read the environment, once
-    from function.model import STARTUP, get_engine, start_loading
+    if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest still comes from the environment
+        use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
+    from function.model import get_engine, start_loading
+    from function.startup import STARTUP
 
     start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn

@@ -9,8 +9,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from function.artifact import FileEntry, Manifest, ModelParams
+from function.artifact import FileEntry, Manifest
 from function.contract import FORMAT_VERSION, MANIFEST_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+from function.params import ModelParams
 from infra.upload import MIN_PART_SIZE, S3Location, Uploader, UploadError, digest_file, same_checksum
 
 BUCKET = "models"

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from export.config import ConfigError, load_config
+from export.config import load_config
+from export.errors import ConfigError
 from export.fake import CONFIG_TEMPLATE, SIZES
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import HANDLER, clean_env
 
-from function import model
+from function import model, startup
 from function.errors import ArtifactError
 from function.local.invoke import LocalLambda, RuntimeFailed
 from function.settings import Settings
@@ -24,10 +24,10 @@ MAIN_LANE = ["process", "runtime_import", "handler_init", "load_wait", "ready"]
 
 
 @pytest.fixture
-def record(monkeypatch: pytest.MonkeyPatch) -> model.StartupRecord:
+def record(monkeypatch: pytest.MonkeyPatch) -> startup.StartupRecord:
     """A process state with nothing loaded yet, and a startup record of its own."""
-    fresh = model.StartupRecord()
-    monkeypatch.setattr(model, "STARTUP", fresh)
+    fresh = startup.StartupRecord()
+    monkeypatch.setattr(startup, "STARTUP", fresh)
     monkeypatch.setattr(model, "_engine", None)
     monkeypatch.setattr(model, "_loader", None)
     monkeypatch.setattr(model, "get_settings", lambda: Settings(artifact="unused", warmup=False))
@@ -35,7 +35,7 @@ def record(monkeypatch: pytest.MonkeyPatch) -> model.StartupRecord:
 
 
 def test_start_loading_returns_while_the_model_loads_and_get_engine_joins(
-    record: model.StartupRecord, monkeypatch: pytest.MonkeyPatch
+    record: startup.StartupRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release, engine = threading.Event(), object()
 
@@ -60,7 +60,7 @@ def test_start_loading_returns_while_the_model_loads_and_get_engine_joins(
 
 
 def test_a_failed_background_load_raises_its_own_error_when_joined(
-    record: model.StartupRecord, monkeypatch: pytest.MonkeyPatch
+    record: startup.StartupRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def create(settings: Settings, warm_up: bool) -> Any:
         raise ArtifactError("graph flow_estimator could not be loaded: broken")

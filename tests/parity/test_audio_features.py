@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import math
 import sys
-import types
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-import tests.upstream  # noqa: E402,F401  (stubs before any matcha import)
-from function.artifact import MelParams  # noqa: E402
+from bench import reference  # noqa: E402  (stubs before any matcha import)
 from function.features import mel_spectrogram, resample, slaney_mel_filters, whisper_log_mel  # noqa: E402
+from function.params import MelParams  # noqa: E402
 from tests.parity.whisper_reference import load_whisper_module  # noqa: E402
 
 TOLERANCE = 1e-3
@@ -43,11 +42,11 @@ def test_whisper_log_mel_matches_whisper(tmp_path_factory: pytest.TempPathFactor
 @pytest.fixture(scope="module")
 def matcha_mel():  # type: ignore[no-untyped-def]
     if "librosa" not in sys.modules:
-        filters = types.ModuleType("librosa.filters")
-        filters.mel = lambda sr, n_fft, n_mels, fmin, fmax: slaney_mel_filters(sr, n_fft, n_mels, fmin, fmax)
-        librosa = types.ModuleType("librosa")
-        librosa.filters = filters
-        sys.modules.update({"librosa": librosa, "librosa.filters": filters})
+        reference.stub(
+            "librosa.filters",
+            mel=lambda sr, n_fft, n_mels, fmin, fmax: slaney_mel_filters(sr, n_fft, n_mels, fmin, fmax),
+        )
+        reference.stub("librosa", filters=sys.modules["librosa.filters"])
     from matcha.utils.audio import mel_spectrogram as upstream
 
     return upstream

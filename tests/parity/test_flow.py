@@ -9,81 +9,24 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
 
-import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
-
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
-from cosyvoice.flow.decoder import ConditionalDecoder  # noqa: E402
-from cosyvoice.flow.flow import MaskedDiffWithXvec  # noqa: E402
-from cosyvoice.flow.flow_matching import ConditionalCFM  # noqa: E402
-from cosyvoice.flow.length_regulator import InterpolateRegulator  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-
-from export.config import FlowConfig, load_config  # noqa: E402
+from bench import reference as upstream  # noqa: E402  (stubs heavy imports before any cosyvoice module)
+from export.config import load_config  # noqa: E402
 from export.fake import CONFIG_TEMPLATE, SIZES  # noqa: E402
 from export.modules.flow import mish  # noqa: E402
 from export.parts import flow as flow_part  # noqa: E402
 from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
 from function.flow import Flow  # noqa: E402
 from function.graphs import Graph, session_options  # noqa: E402
-from tests.upstream import build_encoder  # noqa: E402
 
 pytestmark = pytest.mark.reference
 TOLERANCE = 1e-3
-
-
-def build_upstream(config: FlowConfig) -> MaskedDiffWithXvec:
-    """The reference as HyperPyYAML builds it from cosyvoice.yaml's `flow:` node."""
-    enc, est = config.encoder, config.estimator
-    encoder = build_encoder(enc)
-    estimator = ConditionalDecoder(
-        in_channels=est.in_channels,
-        out_channels=est.out_channels,
-        channels=list(est.channels),
-        dropout=est.dropout,
-        attention_head_dim=est.attention_head_dim,
-        n_blocks=est.n_blocks,
-        num_mid_blocks=est.num_mid_blocks,
-        num_heads=est.num_heads,
-        act_fn=est.act_fn,
-    )
-    cfm_params = DictConfig(
-        {
-            "sigma_min": config.sigma_min,
-            "solver": "euler",
-            "t_scheduler": config.t_scheduler,
-            "training_cfg_rate": 0.2,
-            "inference_cfg_rate": config.inference_cfg_rate,
-            "reg_loss_type": "l1",
-        }
-    )
-    decoder = ConditionalCFM(
-        in_channels=config.decoder_in_channels,
-        cfm_params=cfm_params,
-        n_spks=1,
-        spk_emb_dim=80,
-        estimator=estimator,
-    )
-    return MaskedDiffWithXvec(
-        input_size=config.input_size,
-        output_size=config.output_size,
-        spk_embed_dim=config.spk_embed_dim,
-        output_type="mel",
-        vocab_size=config.vocab_size,
-        input_frame_rate=config.input_frame_rate,
-        only_mask_loss=True,
-        encoder=encoder,
-        length_regulator=InterpolateRegulator(
-            channels=config.length_regulator_channels, sampling_ratios=list(config.sampling_ratios)
-        ),
-        decoder=decoder,
-    )
 
 
 def _graph(proto, spec) -> Graph:
@@ -102,7 +45,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     state = flow_part.random_state_dict(config, seed=7)
     ours = flow_part.load_module(state, config)
     graphs = flow_part.export_graphs(ours, config)
-    reference = build_upstream(config)
+    reference = upstream.build_flow(config)
     reference.load_state_dict(state, strict=True)
     reference.eval()
     flow = Flow(
@@ -150,36 +93,6 @@ def test_random_checkpoint_keys_come_in_upstreams_order(setup) -> None:
     assert list(state) == list(reference.state_dict())
 
 
-def upstream_mel(
-    reference: MaskedDiffWithXvec,
-    tokens: np.ndarray,
-    prompt_tokens: np.ndarray,
-    prompt_mel: np.ndarray,
-    embedding: np.ndarray,
-    noise: np.ndarray,
-) -> np.ndarray:
-    """Upstream's flow inference (new frames only), started from `noise`.
-
-    Upstream draws its starting point with torch.randn_like(mu); that draw is replaced by `noise`.
-    """
-
-    def given_noise(like: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(noise.copy()).to(like.dtype)
-
-    with torch.inference_mode(), mock.patch.object(torch, "randn_like", given_noise):
-        mel, _ = reference.inference(
-            token=torch.from_numpy(tokens),
-            token_len=torch.tensor([tokens.shape[1]]),
-            prompt_token=torch.from_numpy(prompt_tokens),
-            prompt_token_len=torch.tensor([prompt_tokens.shape[1]]),
-            prompt_feat=torch.from_numpy(prompt_mel),
-            prompt_feat_len=torch.tensor([prompt_mel.shape[1]]),
-            embedding=torch.from_numpy(embedding),
-            flow_cache=torch.zeros(1, prompt_mel.shape[2], 0, 2),
-        )
-    return mel.numpy()
-
-
 @pytest.mark.parametrize(
     ("n_prompt", "n_new"),
     [(0, 17), (0, 61), (14, 33), (23, 58)],  # with/without a prompt; short and long (> 40 token) chunks
@@ -194,7 +107,7 @@ def test_flow_matches_upstream(setup, n_prompt: int, n_new: int) -> None:
     embedding = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
     noise = flow.sample_noise(rng, prompt_frames + flow.mel_frames(n_new))
 
-    expected = upstream_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
+    expected = upstream.flow_mel(reference, tokens, prompt_tokens, prompt_mel, embedding, noise)
     got = flow(tokens, prompt_tokens, prompt_mel, embedding, noise)
     assert got.shape == (1, config.output_size, flow.mel_frames(n_new)) == tuple(expected.shape)
     assert np.abs(got).max() > 0.1  # a real mel, not a degenerate zero output

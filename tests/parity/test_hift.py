@@ -4,20 +4,17 @@ Upstream draws its source randomness inside SineGen (Uniform initial phases, the
 tests replay the same torch seed to get those draws and hand them to our runtime explicitly.
 """
 
-from __future__ import annotations  # noqa: I001  (tests.upstream must be imported before cosyvoice)
+from __future__ import annotations  # noqa: I001  (bench.reference must be imported before cosyvoice)
 
 import itertools
-import math
 from pathlib import Path
 
-import tests.upstream  # noqa: F401  (stubs heavy imports)
+from bench import reference  # stubs heavy imports
 import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from cosyvoice.hifigan.f0_predictor import ConvRNNF0Predictor
 from cosyvoice.hifigan.generator import HiFTGenerator
-from torch.distributions.uniform import Uniform
 
 from export.config import HiFTConfig, ModelConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
@@ -45,34 +42,6 @@ def model_config(tmp_path_factory: pytest.TempPathFactory) -> ModelConfig:
 @pytest.fixture(scope="module")
 def config(model_config: ModelConfig) -> HiFTConfig:
     return model_config.hift
-
-
-def build_upstream(config: HiFTConfig, state: dict[str, torch.Tensor]) -> HiFTGenerator:
-    model = HiFTGenerator(
-        in_channels=config.in_channels,
-        base_channels=config.base_channels,
-        nb_harmonics=config.nb_harmonics,
-        sampling_rate=config.sampling_rate,
-        nsf_alpha=config.nsf_alpha,
-        nsf_sigma=config.nsf_sigma,
-        nsf_voiced_threshold=config.nsf_voiced_threshold,
-        upsample_rates=list(config.upsample_rates),
-        upsample_kernel_sizes=list(config.upsample_kernel_sizes),
-        istft_params={"n_fft": config.istft_n_fft, "hop_len": config.istft_hop_len},
-        resblock_kernel_sizes=list(config.resblock_kernel_sizes),
-        resblock_dilation_sizes=[list(d) for d in config.resblock_dilation_sizes],
-        source_resblock_kernel_sizes=list(config.source_resblock_kernel_sizes),
-        source_resblock_dilation_sizes=[list(d) for d in config.source_resblock_dilation_sizes],
-        lrelu_slope=config.lrelu_slope,
-        audio_limit=config.audio_limit,
-        f0_predictor=ConvRNNF0Predictor(
-            num_class=config.f0_num_class,
-            in_channels=config.f0_in_channels,
-            cond_channels=config.f0_cond_channels,
-        ),
-    )
-    model.load_state_dict(state)  # strict: our random state dict has upstream's exact keys
-    return model.eval()
 
 
 def build_vocoder(model_config: ModelConfig, state: dict[str, torch.Tensor]) -> Vocoder:
@@ -108,20 +77,11 @@ def pair(request: pytest.FixtureRequest, model_config: ModelConfig) -> tuple[HiF
     n_bins = config.istft_n_fft // 2 + 1
     state = louder(part.random_state_dict(config, SEED), request.param, n_bins)
     legacy = louder(part.random_state_dict(config, SEED, legacy_weight_norm=True), request.param, n_bins)
-    return build_upstream(config, state), build_vocoder(model_config, legacy), request.param
+    return reference.build_hift(config, state), build_vocoder(model_config, legacy), request.param
 
 
 def random_mel(seed: int, frames: int = FRAMES) -> torch.Tensor:
     return torch.randn(1, 80, frames, generator=torch.Generator().manual_seed(seed))
-
-
-def upstream_draws(seed: int, n_sines: int, samples: int) -> tuple[np.ndarray, np.ndarray]:
-    """SineGen's draws after torch.manual_seed(seed): phases [n_sines], noise [1, samples, n_sines]."""
-    torch.manual_seed(seed)
-    phase = Uniform(low=-math.pi, high=math.pi).sample(sample_shape=(1, n_sines, 1))
-    phase[:, 0, :] = 0
-    noise = torch.randn(1, n_sines, samples)
-    return phase.reshape(-1).numpy(), noise.transpose(1, 2).numpy()
 
 
 def test_both_weight_norm_layouts_fold_to_the_same_weights(config: HiFTConfig) -> None:
@@ -135,7 +95,7 @@ def test_both_weight_norm_layouts_fold_to_the_same_weights(config: HiFTConfig) -
 
 
 def test_upstream_folds_weight_norm_as_we_do(config: HiFTConfig) -> None:
-    upstream = build_upstream(config, part.random_state_dict(config, SEED))
+    upstream = reference.build_hift(config, part.random_state_dict(config, SEED))
     ours = part.load_module(part.random_state_dict(config, SEED, legacy_weight_norm=True), config)
     torch.testing.assert_close(ours.conv_pre.weight, upstream.conv_pre.weight)
     torch.testing.assert_close(ours.ups[1].weight, upstream.ups[1].weight)  # ConvTranspose: norm over dim 0
@@ -160,7 +120,7 @@ def test_sine_waves_match_upstream_sinegen(pair: tuple[HiFTGenerator, Vocoder, f
     torch.manual_seed(3)
     with torch.no_grad():
         expected, _, _ = upstream.m_source.l_sin_gen(upstream.f0_upsamp(f0[:, None]))  # [1, n_sines, samples]
-    phase, noise = upstream_draws(3, vocoder.n_sines, samples)
+    phase, noise = reference.sine_draws(3, vocoder.n_sines, samples)
     got = vocoder.sine_waves(f0.numpy(), noise, SourceState.initial(vocoder.params.nb_harmonics, phase=phase))
     assert got.shape == (1, samples, vocoder.n_sines)
     np.testing.assert_allclose(got, expected.transpose(1, 2).numpy(), atol=1e-5, rtol=0)
@@ -172,7 +132,7 @@ def test_waveform_matches_upstream(pair: tuple[HiFTGenerator, Vocoder, float]) -
     torch.manual_seed(SEED)
     expected, _ = upstream.inference(mel)
     expected = expected.reshape(-1).numpy()
-    phase, noise = upstream_draws(SEED, vocoder.n_sines, FRAMES * vocoder.params.upsample_factor)
+    phase, noise = reference.sine_draws(SEED, vocoder.n_sines, FRAMES * vocoder.params.upsample_factor)
     got = vocoder(mel.numpy(), phase=phase, noise=noise)
     assert got.dtype == np.float32 and got.shape == expected.shape == (
         FRAMES * vocoder.params.upsample_factor,

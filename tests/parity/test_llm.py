@@ -14,41 +14,22 @@ import pytest
 import torch
 
 # isort: off
-import tests.upstream  # noqa: F401  (stubs heavy imports before any cosyvoice module)
-from cosyvoice.llm.llm import TransformerLM as UpstreamLM
-from tests.upstream import build_encoder
+from bench import reference  # stubs heavy imports before any cosyvoice module
 from cosyvoice.utils import common as upstream_common
 
 # isort: on
 from export.config import LLMConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
 from export.parts import llm as part
-from function.artifact import LLMParams
 from function.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
 from function.graphs import Graph, session_options
 from function.llm import CACHE_BLOCK, LLM
+from function.params import LLMParams
 from function.sampling import draw, nucleus, ras_sample
 
 pytestmark = pytest.mark.reference
 TOLERANCE = 1e-3
 STEPS = 20
-
-
-def build_upstream(config: LLMConfig, state: dict[str, torch.Tensor]) -> UpstreamLM:
-    text_encoder = build_encoder(config.text_encoder)
-    model = UpstreamLM(
-        text_encoder_input_size=config.text_encoder_input_size,
-        llm_input_size=config.llm_input_size,
-        llm_output_size=config.llm_output_size,
-        text_token_size=config.text_token_size,
-        speech_token_size=config.speech_token_size,
-        text_encoder=text_encoder,
-        llm=build_encoder(config.llm),
-        sampling=upstream_common.ras_sampling,
-        spk_embed_dim=config.spk_embed_dim,
-    )
-    model.load_state_dict(state, strict=True)
-    return model.eval()
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +41,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory):
     config = load_config(directory).llm
     state = part.random_state_dict(config, seed=7)
     graphs = part.export_graphs(part.load_module(state, config), config)
-    return config, build_upstream(config, state), graphs
+    return config, reference.build_llm(config, state), graphs
 
 
 def test_random_checkpoint_keys_come_in_upstreams_order(setup) -> None:
@@ -82,31 +63,6 @@ def _ours(graphs: dict, config: LLMConfig) -> LLM:
     )
 
 
-def _upstream_teacher_forced(
-    model: UpstreamLM, text, prompt_text, speaker, prompt_speech, teacher
-) -> list[np.ndarray]:
-    recorded: list[np.ndarray] = []
-
-    def record(weighted_scores, decoded_tokens, sampling, ignore_eos=True):  # type: ignore[no-untyped-def]
-        recorded.append(weighted_scores.detach().numpy().copy())
-        step = len(recorded) - 1
-        return torch.tensor(teacher[step] if step < len(teacher) else model.speech_token_size)
-
-    model.sampling_ids = record  # type: ignore[method-assign]
-    list(
-        model.inference(
-            torch.tensor(text)[None],
-            torch.tensor([len(text)]),
-            torch.tensor(prompt_text, dtype=torch.int64)[None],
-            torch.tensor([len(prompt_text)]),
-            torch.tensor(prompt_speech, dtype=torch.int64)[None],
-            torch.tensor([len(prompt_speech)]),
-            torch.tensor(speaker, dtype=torch.float32),
-        )
-    )
-    return recorded
-
-
 CASES = {
     "speaker+prompt": dict(speaker=True, prompt_len=5, prompt_text_len=3),
     "no speaker, no prompt": dict(speaker=False, prompt_len=0, prompt_text_len=0),
@@ -123,17 +79,17 @@ def test_prefill_and_decode_match_upstream(setup, case: str) -> None:
     speaker = rng.standard_normal((1 if spec["speaker"] else 0, config.spk_embed_dim)).astype(np.float32)
     prompt_speech = rng.integers(0, config.speech_token_size, spec["prompt_len"])
     teacher = [int(t) for t in rng.integers(0, config.speech_token_size, STEPS)]
-    reference = _upstream_teacher_forced(model, text, prompt_text, speaker, prompt_speech, teacher)
+    expected = reference.llm_teacher_forced(model, text, prompt_text, speaker, prompt_speech, teacher)
 
     ours = _ours(graphs, config)
     full_text = np.concatenate([prompt_text, text])
     logp, cache = ours.start(full_text, speaker, prompt_speech)
     # Upstream sets EOS to -inf on the first step before sampling; compare the rest.
-    assert np.abs(logp[:-1] - reference[0][:-1]).max() <= TOLERANCE
+    assert np.abs(logp[:-1] - expected[0][:-1]).max() <= TOLERANCE
     eos = config.speech_token_size
     for step, token in enumerate(teacher[: STEPS - 1], start=1):
         logp = ours.step(token, cache)
-        assert np.abs(logp - reference[step]).max() <= TOLERANCE, f"decode step {step}"
+        assert np.abs(logp - expected[step]).max() <= TOLERANCE, f"decode step {step}"
         if step in (1, 7, STEPS - 1):  # full recompute: the whole sequence through prefill
             recomputed, _ = ours.start(full_text, speaker, np.concatenate([prompt_speech, teacher[:step]]))
             assert np.abs(recomputed - logp).max() <= TOLERANCE, f"recompute at step {step}"

@@ -205,7 +205,7 @@ def test_synth_errors_are_one_line_exit_2_and_leave_no_file(
     result = cli("synth", "--artifacts", tiny_artifact, *output, *args, cwd=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("function: error: ")]
     assert len(errors) == 1 and message in errors[0], result.stderr
     assert result.stderr.splitlines()[-1] == errors[0]  # nothing after the error line
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing new, nothing half-written

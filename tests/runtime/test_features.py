@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from function.artifact import MelParams
 from function.features import (
     RESAMPLE_ROLLOFF,
     RESAMPLE_ZEROS,
@@ -24,6 +23,7 @@ from function.features import (
     slaney_mel_filters,
     whisper_log_mel,
 )
+from function.params import MelParams
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = Path(os.environ.get("COSYVOICE_WHISPER_ASSETS", ROOT / ".cache" / "whisper-assets"))

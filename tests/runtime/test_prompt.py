@@ -9,9 +9,10 @@ import pytest
 import soundfile
 
 from export.parts.frontend_models import write_stand_ins
-from function.artifact import Artifact, FileEntry, GraphEntry, Manifest, ModelParams
+from function.artifact import Artifact, FileEntry, GraphEntry, Manifest
 from function.contract import CAMPPLUS, FORMAT_VERSION, SPEECH_TOKENIZER
 from function.errors import InvalidPromptAudio
+from function.params import ModelParams
 from function.prompt import PromptEncoder, decode_prompt
 
 

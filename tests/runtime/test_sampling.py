@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from function.artifact import LLMParams
 from function.llm import CACHE_BLOCK, LLM, DecoderCache
+from function.params import LLMParams
 from function.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
 
 PARAMS = LLMParams(speech_token_size=8, top_p=0.8, top_k=3, win_size=4, tau_r=0.25)

@@ -1,0 +1,129 @@
+"""The bench's commands, registered the way function.cli registers every package's commands.
+
+    coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
+    report                                figures and summary.md from the results written so far
+    all                                   the four measurements, then the report (what `make bench` runs)
+    verify                                full-size parity against upstream (see bench.verify)
+
+Each command imports its measurement module when it runs, so `--help` needs neither torch nor the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from bench.config import FULL, BenchConfig
+from bench.tables import Table, seconds
+from bench.workload import TEXTS
+from function import cli
+
+MEASUREMENTS = ("coldstart", "speed", "memory", "lambda")
+
+
+def _source_options(parser: argparse.ArgumentParser) -> None:
+    """The model directory and our artifact from it (the `--artifacts` name is every package's)."""
+    parser.add_argument(
+        "--model", type=Path, default=FULL / "model", help="model directory (upstream's input)"
+    )
+    parser.add_argument("--artifacts", type=Path, default=FULL / "artifact", help="our fp32 artifact")
+    parser.add_argument("--results", type=Path, default=BenchConfig().results)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    shared = argparse.ArgumentParser(add_help=False)
+    _source_options(shared)
+    shared.add_argument("--artifacts-int8", type=Path, default=None, help="default: ARTIFACTS-int8")
+    shared.add_argument("--artifacts-int4", type=Path, default=None, help="default: ARTIFACTS-int4")
+    shared.add_argument(
+        "--runs", type=int, default=3, help="fresh processes per side and page-cache state (coldstart)"
+    )
+    shared.add_argument(
+        "--lambda-runs", type=int, default=1, help="rounds of the lambda command (each ~2 min)"
+    )
+    shared.add_argument("--speed-runs", type=int, default=1, help="runs per text in the speed command")
+    shared.add_argument("--texts", default=",".join(TEXTS), help=f"speed texts, from {', '.join(TEXTS)}")
+    shared.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads (default: CPUs available)"
+    )
+    helps = {
+        "coldstart": "process start → model ready, and session creation",
+        "speed": "LLM per token, stages and real-time factor",
+        "memory": "resident memory, one worker and several",
+        "lambda": "the Lambda path through the real runtime client",
+        "all": "every measurement, then the report",
+    }
+    for name, text in helps.items():
+        commands.add_parser(name, parents=[shared], help=text).set_defaults(run=measure)
+    report = commands.add_parser("report", help="figures and summary.md from the results")
+    report.add_argument("--results", type=Path, default=BenchConfig().results)
+    report.set_defaults(run=write_report)
+    verify = commands.add_parser("verify", help="full-size parity of our artifact against upstream")
+    _source_options(verify)
+    # One thread each: the machine is shared, and parity does not depend on the thread count.
+    verify.add_argument("--threads", type=int, default=1, help="torch and onnxruntime intra-op threads")
+    verify.set_defaults(run=parity)
+
+
+def write_report(args: argparse.Namespace) -> int:
+    from bench import report
+
+    print(f"wrote {report.run(args.results)}")
+    return 0
+
+
+def parity(args: argparse.Namespace) -> int:
+    from bench import verify
+
+    return verify.run(args.model, args.artifacts, args.results, args.threads)
+
+
+def measure(args: argparse.Namespace) -> int:
+    config = BenchConfig(
+        model_dir=args.model,
+        artifacts={
+            "fp32": args.artifacts,
+            "int8": args.artifacts_int8 or args.artifacts.with_name(args.artifacts.name + "-int8"),
+            "int4": args.artifacts_int4 or args.artifacts.with_name(args.artifacts.name + "-int4"),
+        },
+        results=args.results,
+        runs=args.runs,
+        lambda_runs=args.lambda_runs,
+        threads=args.threads,
+    )
+    if not (config.model_dir / "cosyvoice.yaml").exists() or not (config.artifact / "manifest.json").exists():
+        need = f"need a model directory {config.model_dir} and its artifact {config.artifact}"
+        return cli.fail("bench", f"{need} (make bench builds both)")
+    for command in MEASUREMENTS if args.command == "all" else (args.command,):
+        started = time.monotonic()
+        data, tables = _measure(command, config, args)
+        for table in tables:
+            print(table.render())
+        took = seconds(time.monotonic() - started)
+        print(f"wrote {config.save(command, data, tables)} ({command} took {took})\n", flush=True)
+    if args.command == "all":
+        write_report(args)
+    return 0
+
+
+def _measure(command: str, config: BenchConfig, args: argparse.Namespace) -> tuple[dict, list[Table]]:
+    if command == "coldstart":
+        from bench import coldstart
+
+        return coldstart.run(config)
+    if command == "speed":
+        from bench import speed
+
+        return speed.run(replace(config, runs=args.speed_runs), tuple(args.texts.split(",")))
+    if command == "memory":
+        from bench import memory
+
+        return memory.run(config)
+    from bench import lambda_start
+
+    return lambda_start.run(config)
+
+
+__all__ = ["register"]
