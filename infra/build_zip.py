@@ -11,10 +11,10 @@ deploy would fail later with a less helpful message.
 
 Bytecode: /var/task is read-only, so a zip without .pyc files makes every cold start compile every module
 it imports (measured: handler imports ~3x slower). When an interpreter of the runtime's version is found
-(`python3.12` on PATH, or --compile-with), the staged tree is compiled with it, hash-based and unchecked:
-the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc files. Without one the zip
-ships sources only and says so; the SnapStart variant then pays the compilation once, before its
-snapshot, rather than on every restore.
+(--compile-with, or a `python3.12` on PATH that runs and reports 3.12), the staged tree is compiled with
+it, hash-based and unchecked: the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc
+files. Without one the zip ships sources only and says so; the SnapStart variant then pays the
+compilation once, before its snapshot, rather than on every restore.
 
 The zip is reproducible (sorted entries, fixed timestamps): an unchanged build uploads under the same
 content hash, so `sam deploy` publishes no new version and takes no new SnapStart snapshot.
@@ -106,13 +106,33 @@ def stage(target: Path, arch: str, python_version: str, pyproject: Path, package
 
 
 def interpreter_version(interpreter: str) -> str:
-    result = subprocess.run(
-        [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    try:
+        result = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"cannot run {interpreter} to compile bytecode: {exc}") from exc
     if result.returncode != 0:
-        raise BuildError(f"cannot run {interpreter} to compile bytecode: {result.stderr.strip()}")
+        message = (result.stderr.strip() or f"exit status {result.returncode}").splitlines()[0]
+        raise BuildError(f"cannot run {interpreter} to compile bytecode: {message}")
     return result.stdout.strip()
+
+
+def default_interpreter(python_version: str) -> tuple[str | None, str]:
+    """The `pythonX.Y` on PATH if it runs and is that version, else None and why not. Being on PATH is
+    not enough: a pyenv shim for a version that is installed but not selected is found, then exits 127."""
+    name = f"python{python_version}"
+    found = shutil.which(name)
+    if found is None:
+        return None, f"no {name} on PATH"
+    try:
+        version = interpreter_version(found)
+    except BuildError as exc:
+        return None, str(exc)
+    if version != python_version:
+        return None, f"{found} reports Python {version}"
+    return found, ""
 
 
 def compile_bytecode(root: Path, interpreter: str, python_version: str) -> None:
@@ -204,13 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     work = args.work or ROOT / "build" / f"zip-{args.arch}"
-    compile_with = args.compile_with or shutil.which(f"python{args.python_version}")
-    if not compile_with:
-        print(
-            f"warning: no python{args.python_version} found (--compile-with): the zip ships no bytecode,"
-            " so imports compile at every cold start (SnapStart: once, before the snapshot)",
-            file=sys.stderr,
-        )
+    # An explicit --compile-with that cannot run fails the build; a failing default only skips bytecode.
+    compile_with = args.compile_with
+    if compile_with is None:
+        compile_with, why_not = default_interpreter(args.python_version)
+        if compile_with is None:
+            print(
+                f"note: skipping bytecode ({why_not}; pass --compile-with): the zip ships sources only,"
+                " so imports compile at every cold start (SnapStart: once, before the snapshot)",
+                file=sys.stderr,
+            )
     try:
         report = build(
             args.arch, args.out, work, args.python_version, args.pyproject, ROOT / PACKAGE, compile_with

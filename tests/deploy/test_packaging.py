@@ -191,6 +191,44 @@ def test_bytecode_needs_the_runtime_python_version(tmp_path):
     assert not (root / "pkg" / "__pycache__").exists()
 
 
+def _fake_python(bin_dir: Path, name: str, body: str) -> Path:
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_python_on_path_that_cannot_run_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    # What a pyenv shim does for a version that is installed but not selected.
+    _fake_python(tmp_path, "python3.12", "echo 'pyenv: python3.12: command not found' >&2; exit 127")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    interpreter, why_not = build_zip.default_interpreter("3.12")
+    assert interpreter is None
+    assert why_not == (
+        f"cannot run {tmp_path / 'python3.12'} to compile bytecode: pyenv: python3.12: command not found"
+    )
+
+
+def test_a_python_on_path_of_another_version_is_skipped(tmp_path, monkeypatch):
+    _fake_python(tmp_path, "python3.12", "echo 3.11")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter("3.12") == (None, f"{tmp_path / 'python3.12'} reports Python 3.11")
+
+
+def test_a_python_on_path_that_runs_and_reports_the_version_is_used(tmp_path, monkeypatch):
+    script = _fake_python(tmp_path, f"python{_running_version()}", f'exec "{sys.executable}" "$@"')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter(_running_version()) == (str(script), "")
+
+
+def test_no_python_on_path_skips_bytecode_but_a_failing_explicit_one_stops_the_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter("3.12") == (None, "no python3.12 on PATH")
+    with pytest.raises(build_zip.BuildError, match="cannot run"):
+        build_zip.compile_bytecode(_tree(tmp_path / "stage"), str(tmp_path / "missing"), "3.12")
+
+
 def test_dockerfile_compiles_the_function_package_after_copying_it():
     instructions = _instructions()
     copy = instructions.index(("COPY", "function/ ${LAMBDA_TASK_ROOT}/function/"))
