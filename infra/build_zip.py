@@ -4,8 +4,9 @@
     python -m infra.build_zip --arch arm64 --out build/lambda-arm64.zip
 
 pip fetches the runtime requirements (pyproject.toml, via `infra.requirements`) as manylinux wheels for
-CPython 3.12 on the chosen architecture, whatever this machine runs; the wheels' files the function never
-reads are dropped (`trim`); then the `function/` package is added (never `export/`, never torch) and
+CPython 3.12 on the chosen architecture, whatever this machine runs; the `function/` package is added
+(never `export/`, never torch); what the Lambda handler never imports or reads is dropped (`trim`: test
+suites, onnxruntime's tooling, the local server, botocore's other services, unused text graphs); then
 everything is zipped. The build fails if the unzipped size exceeds Lambda's 250 MB limit, because the
 deploy would fail later with a less helpful message.
 
@@ -78,14 +79,57 @@ def pip_command(requirements: list[str], target: Path, arch: str, python_version
     ]  # fmt: skip
 
 
+# What the Lambda handler never imports, relative to the staged root (globs). Its import path is
+# function.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, wetext + kaldifst), boto3 for S3,
+# and FastAPI + Mangum for HTTP events; tests/deploy/test_zip_imports.py runs that path on the trimmed tree.
+UNUSED = (
+    "bin",  # console scripts: Lambda calls the handler, never a command
+    # onnxruntime's model-optimisation tooling (the exporter uses it, with torch); inference is capi/
+    "onnxruntime/transformers",
+    "onnxruntime/quantization",
+    "onnxruntime/tools",
+    # protobuf: only that tooling imports it (the inference library links its own C++ copy)
+    "google",
+    "protobuf-*.dist-info",
+    # the local HTTP server: in Lambda, Mangum calls the ASGI app; uvicorn brings click and h11
+    "uvicorn",
+    "uvicorn-*.dist-info",
+    "click",
+    "click-*.dist-info",
+    "h11",
+    "h11-*.dist-info",
+    "function/local",  # `python -m function serve` / `invoke`: local serving and the local runtime
+    # numpy's tools for building against it: Fortran wrappers, C headers, a PyInstaller hook
+    "numpy/f2py",
+    "numpy/_core/include",
+    "numpy/_pyinstaller",
+    "**/tests",  # the packages' own test suites (numpy's alone is ~14 MB)
+    "**/*.pyi",  # type stubs
+)
+# botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
+# its own service's directory and the shared files at the top of data/. The function creates these
+# clients (function/aws.py).
+AWS_SERVICES = frozenset({"s3"})
+_SERVICE_DATA = ("botocore/data", "boto3/data")
+
+
 def trim(root: Path) -> list[Path]:
-    """Delete what the function never reads from the installed wheels: the wetext wheel's graphs other
-    than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse normalisation: ~32 MB)."""
+    """Delete from the staged tree what the function never reads, and return what was deleted: `UNUSED`,
+    boto3's and botocore's data for services other than `AWS_SERVICES`, and the wetext wheel's graphs
+    other than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse normalisation: ~32 MB)."""
+    dropped = {path for pattern in UNUSED for path in root.glob(pattern)}
+    for data in (root / part for part in _SERVICE_DATA if (root / part).is_dir()):
+        dropped |= {path for path in data.iterdir() if path.is_dir() and path.name not in AWS_SERVICES}
     keep = {root / "wetext" / name for name in GRAPH_FILES}
-    dropped = sorted(path for path in (root / "wetext" / "fsts").rglob("*.fst") if path not in keep)
-    for path in dropped:
-        path.unlink()
-    return dropped
+    dropped |= {path for path in (root / "wetext" / "fsts").rglob("*.fst") if path not in keep}
+    # Sorted, so a directory goes before anything it holds: what it held is already gone then.
+    removed = sorted(dropped)
+    for path in removed:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return removed
 
 
 def copy_package(source: Path, target: Path) -> None:
@@ -101,8 +145,8 @@ def stage(target: Path, arch: str, python_version: str, pyproject: Path, package
     result = subprocess.run(pip_command(requirements, target, arch, python_version), check=False)
     if result.returncode != 0:
         raise BuildError(f"pip could not install the runtime requirements for {arch}: {requirements}")
-    trim(target)
     copy_package(package, target)
+    trim(target)
 
 
 def interpreter_version(interpreter: str) -> str:

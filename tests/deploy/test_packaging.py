@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from function.frontend.fst import GRAPH_FILES
 from infra import build_zip
 from infra.requirements import PROVIDED_BY_LAMBDA, requirement_name, runtime_requirements
 
@@ -170,6 +171,81 @@ def test_size_check_fails_over_the_limit_and_names_the_largest_parts(tmp_path):
 
 def test_lambda_limit_is_250_mib():
     assert build_zip.UNZIPPED_LIMIT == 262_144_000
+
+
+def _files(root: Path, names: list[str]) -> None:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+
+
+# A staged tree in miniature: what the handler's import path needs, beside what trim() must drop.
+KEPT = [
+    "numpy/__init__.py",
+    "numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+    "numpy/testing/__init__.py",  # numpy.testing is a module of numpy, not a test suite
+    "numpy.libs/libscipy_openblas64_-4b78795a.so",
+    "onnxruntime/__init__.py",
+    "onnxruntime/capi/libonnxruntime.so.1.32.0",
+    "onnxruntime-1.32.0.dist-info/METADATA",
+    "_soundfile_data/libsndfile_x86_64.so",
+    "soundfile.py",
+    "botocore/data/endpoints.json",
+    "botocore/data/s3/2006-03-01/service-2.json.gz",
+    "boto3/data/s3/2006-03-01/resources-1.json",
+    "fastapi/__init__.py",
+    "mangum/__init__.py",
+    "kaldifst/lib/_kaldifst.cpython-312-x86_64-linux-gnu.so",
+    "function/handler.py",
+    "function/frontend/fst.py",
+    "function/py.typed",
+    *(f"wetext/{name}" for name in GRAPH_FILES),
+]
+DROPPED = [
+    "bin/uvicorn",
+    "numpy/_core/tests/test_multiarray.py",
+    "numpy/f2py/__init__.py",
+    "numpy/_core/include/numpy/ndarrayobject.h",
+    "numpy/__init__.pyi",
+    "regex/tests/test_regex.py",
+    "onnxruntime/transformers/optimizer.py",
+    "onnxruntime/quantization/quantize.py",
+    "onnxruntime/tools/symbolic_shape_infer.py",
+    "google/protobuf/__init__.py",
+    "protobuf-7.36.2.dist-info/METADATA",
+    "uvicorn/main.py",
+    "uvicorn-0.54.0.dist-info/METADATA",
+    "click/core.py",
+    "h11/_connection.py",
+    "botocore/data/ec2/2016-11-15/service-2.json.gz",
+    "boto3/data/dynamodb/2012-08-10/resources-1.json",
+    "function/local/serve.py",
+    "wetext/fsts/ja/tn/tagger.fst",
+]
+
+
+def test_trim_drops_what_the_handler_never_imports_and_keeps_what_it_needs(tmp_path):
+    _files(tmp_path, KEPT + DROPPED)
+    removed = build_zip.trim(tmp_path)
+    assert sorted(f.relative_to(tmp_path).as_posix() for f in build_zip.tree_files(tmp_path)) == sorted(KEPT)
+    assert all(not path.exists() for path in removed)
+    assert tmp_path / "onnxruntime" / "transformers" in removed  # directories go whole
+
+
+def test_the_zip_keeps_botocore_data_for_every_client_the_function_creates():
+    sources = "\n".join(path.read_text() for path in (ROOT / "function").rglob("*.py"))
+    created = set(re.findall(r"\.client\(\s*[\"']([\w-]+)[\"']", sources))
+    assert created and created <= build_zip.AWS_SERVICES
+
+
+def test_nothing_on_the_lambda_path_imports_what_the_zip_drops():
+    # function/__main__.py (the local CLI) may import function.local; the handler's modules may not.
+    dropped = r"function\.local|uvicorn|click|h11|onnxruntime\.(transformers|quantization|tools)|google"
+    pattern = re.compile(rf"^\s*(import|from)\s+({dropped})\b", re.M)
+    modules = [
+        p for p in (ROOT / "function").rglob("*.py") if "local" not in p.parts and p.name != "__main__.py"
+    ]
+    assert [p.name for p in modules if pattern.search(p.read_text())] == []
 
 
 def _running_version() -> str:
