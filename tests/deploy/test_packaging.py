@@ -75,32 +75,71 @@ def _instructions() -> list[tuple[str, str]]:
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
 
 
+def _stages() -> list[list[tuple[str, str]]]:
+    """The build stages, each from its FROM on (ARGs before the first FROM are left out)."""
+    stages: list[list[tuple[str, str]]] = []
+    for op, args in _instructions():
+        if op == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((op, args))
+    return stages
+
+
+BASE_ARG = re.compile(r"BASE_IMAGE=(\S+)")
+# A dated release (3.12.YYYY.MM.DD.HH), optionally with its digest: never a moving tag like 3.12.
+PINNED_BASE = re.compile(r"public\.ecr\.aws/lambda/python:3\.12\.\d{4}(\.\d{2}){3}(@sha256:[0-9a-f]{64})?")
+
+
 def test_dockerfile_installs_exactly_the_runtime_requirements():
-    runs = [args for op, args in _instructions() if op == "RUN"]
-    installs = [run for run in runs if "pip" in run and "install" in run]
+    requirements_stage, image = _stages()
+    # Generated from pyproject.toml by the shared script, in a stage of its own...
+    assert requirements_stage[0] == ("FROM", "${BASE_IMAGE} AS requirements")
+    assert ("COPY", "pyproject.toml infra/requirements.py /tmp/build/") in requirements_stage
+    (generate,) = [args for op, args in requirements_stage if op == "RUN"]
+    assert re.fullmatch(
+        r"python3 \S*requirements\.py \S*pyproject\.toml > /tmp/build/requirements\.txt", generate
+    )
+    # ...and the image installs from that file and nothing else.
+    assert ("COPY", "--from=requirements /tmp/build/requirements.txt /tmp/build/requirements.txt") in image
+    installs = [args for op, args in image if op == "RUN" and "pip" in args and "install" in args]
     assert len(installs) == 1
-    (install,) = installs
-    # Generated from pyproject.toml by the shared script, installed from that file and nothing else.
-    assert re.search(r"requirements\.py \S*pyproject\.toml > (\S+requirements\.txt)", install)
-    pip = install.split("pip3 install", 1)[1].split("&&")[0].split()
+    pip = installs[0].split("pip3 install", 1)[1].split("&&")[0].split()
     assert [arg for arg in pip if not arg.startswith("-") and not arg.startswith('"$')] == [
         "/tmp/build/requirements.txt"
     ]
     assert "--only-binary=:all:" in pip
-    copies = [args for op, args in _instructions() if op == "COPY"]
-    assert "pyproject.toml infra/requirements.py /tmp/build/" in copies
+
+
+def test_dockerfile_layers_go_dependencies_then_model_then_code():
+    _, image = _stages()
+    # pyproject.toml is not in the image's stage: editing it cannot invalidate the model layer.
+    assert not any(op in ("COPY", "ADD") and "pyproject" in args for op, args in image)
+    install = next(i for i, (op, args) in enumerate(image) if op == "RUN" and "pip3 install" in args)
+    model = image.index(("COPY", "${ARTIFACT_DIR}/ /opt/cosyvoice/artifact/"))
+    code = image.index(("COPY", "function/ ${LAMBDA_TASK_ROOT}/function/"))
+    assert install < model < code
+    assert [i for i, (op, _) in enumerate(image) if op in ("COPY", "ADD")][-1] == code
+
+
+def test_dockerfile_base_is_a_pinned_release_used_by_every_stage():
+    instructions = _instructions()
+    assert instructions[0][0] == "ARG"
+    match = BASE_ARG.fullmatch(instructions[0][1])
+    assert match and PINNED_BASE.fullmatch(match.group(1)), instructions[0]
+    assert [stage[0][1].split()[0] for stage in _stages()] == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+    assert not PINNED_BASE.fullmatch("public.ecr.aws/lambda/python:3.12")
 
 
 def test_dockerfile_is_a_lambda_image_with_the_artifact_and_function_package():
-    instructions = _instructions()
-    assert instructions[0] == ("FROM", "public.ecr.aws/lambda/python:3.12")
-    copies = [args for op, args in instructions if op == "COPY"]
+    _, image = _stages()
+    copies = [args for op, args in image if op == "COPY"]
     assert "${ARTIFACT_DIR}/ /opt/cosyvoice/artifact/" in copies
     assert "function/ ${LAMBDA_TASK_ROOT}/function/" in copies
     assert not any("export" in c for c in copies)
-    assert ("ARG", "ARTIFACT_DIR=artifact") in instructions
-    assert ("ENV", "COSYVOICE_ARTIFACT=/opt/cosyvoice/artifact") in instructions
-    assert instructions[-1] == ("CMD", '["function.handler.lambda_handler"]')
+    assert ("ARG", "ARTIFACT_DIR=artifact") in image
+    assert ("ENV", "COSYVOICE_ARTIFACT=/opt/cosyvoice/artifact") in image
+    assert image[-1] == ("CMD", '["function.handler.lambda_handler"]')
 
 
 def test_dockerignore_lets_in_only_what_the_dockerfile_copies():
