@@ -37,6 +37,8 @@ from infra.requirements import runtime_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "function"
+# template.yaml's ZipFunction CodeUri names this file (relative to the repository root).
+DEFAULT_ZIP = ROOT / "build" / "lambda.zip"
 # "250 MB" in the Lambda quotas is 250 MiB: 262,144,000 bytes, function code plus layers, unzipped.
 UNZIPPED_LIMIT = 250 * 1024 * 1024
 # The python3.12 runtime runs on Amazon Linux 2023 (glibc 2.34). pip does not widen a manylinux_2_X
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--arch", choices=ARCHES, default="x86_64", help="must match the template's Architecture"
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "lambda.zip")
+    parser.add_argument("--out", type=Path, default=DEFAULT_ZIP)
     parser.add_argument("--work", type=Path, help="staging directory (default build/zip-ARCH)")
     parser.add_argument("--python-version", default="3.12", help="the Lambda runtime's Python")
     parser.add_argument("--pyproject", type=Path, default=ROOT / "pyproject.toml")
