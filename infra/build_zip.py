@@ -81,25 +81,16 @@ def pip_command(requirements: list[str], target: Path, arch: str, python_version
     ]  # fmt: skip
 
 
-# What the Lambda handler never imports, relative to the staged root (globs). Its import path is
-# function.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, wetext + kaldifst), boto3 for S3,
-# and FastAPI + Mangum for HTTP events; tests/deploy/test_zip_imports.py runs that path on the trimmed tree.
+# What the Lambda handler never imports or reads, relative to the staged root (globs). Its import path is
+# function.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, kaldifst + wetext's graph
+# files), boto3 for S3, and FastAPI + Mangum for HTTP events; tests/deploy/test_zip_imports.py runs that
+# path on the trimmed tree.
 UNUSED = (
     "bin",  # console scripts: Lambda calls the handler, never a command
     # onnxruntime's model-optimisation tooling (the exporter uses it, with torch); inference is capi/
     "onnxruntime/transformers",
     "onnxruntime/quantization",
     "onnxruntime/tools",
-    # protobuf: only that tooling imports it (the inference library links its own C++ copy)
-    "google",
-    "protobuf-*.dist-info",
-    # the local HTTP server: in Lambda, Mangum calls the ASGI app; uvicorn brings click and h11
-    "uvicorn",
-    "uvicorn-*.dist-info",
-    "click",
-    "click-*.dist-info",
-    "h11",
-    "h11-*.dist-info",
     "function/local",  # `python -m function serve` / `invoke`: local serving and the local runtime
     # numpy's tools for building against it: Fortran wrappers, C headers, a PyInstaller hook
     "numpy/f2py",
@@ -108,6 +99,24 @@ UNUSED = (
     "**/tests",  # the packages' own test suites (numpy's alone is ~14 MB)
     "**/*.pyi",  # type stubs
 )
+# Whole distributions the handler never imports: their top-level paths (globs), metadata included.
+UNUSED_DISTRIBUTIONS = {
+    # only onnxruntime's tooling imports protobuf (the inference library links its own C++ copy)
+    "protobuf": ("google",),
+    # the local HTTP server: in Lambda, Mangum calls the ASGI app
+    "uvicorn": ("uvicorn",),
+    "click": ("click",),
+    "h11": ("h11",),
+    # wetext's Python side: function.frontend.fst reads its graph files and imports none of it
+    "contractions": ("contractions", "data"),
+    "textsearch": ("textsearch",),
+    "anyascii": ("anyascii",),
+    "pyahocorasick": ("ahocorasick.*",),
+    # soundfile's bindings come compiled (_soundfile.py on _cffi_backend, which stays); cffi's Python
+    # half and pycparser only generate bindings
+    "cffi": ("cffi",),
+    "pycparser": ("pycparser",),
+}
 # botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
 # its own service's directory and the shared files at the top of data/. The function creates these
 # clients (function/aws.py).
@@ -117,9 +126,13 @@ _SERVICE_DATA = ("botocore/data", "boto3/data")
 
 def trim(root: Path) -> list[Path]:
     """Delete from the staged tree what the function never reads, and return what was deleted: `UNUSED`,
-    boto3's and botocore's data for services other than `AWS_SERVICES`, and the wetext wheel's graphs
-    other than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse normalisation: ~32 MB)."""
-    dropped = {path for pattern in UNUSED for path in root.glob(pattern)}
+    `UNUSED_DISTRIBUTIONS`, boto3's and botocore's data for services other than `AWS_SERVICES`, and the
+    wetext wheel's graphs other than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse
+    normalisation: ~32 MB)."""
+    patterns = list(UNUSED)
+    for distribution, paths in UNUSED_DISTRIBUTIONS.items():
+        patterns += [*paths, f"{distribution.replace('-', '_')}-*.dist-info"]
+    dropped = {path for pattern in patterns for path in root.glob(pattern)}
     for data in (root / part for part in _SERVICE_DATA if (root / part).is_dir()):
         dropped |= {path for path in data.iterdir() if path.is_dir() and path.name not in AWS_SERVICES}
     keep = {root / "wetext" / name for name in GRAPH_FILES}

@@ -229,6 +229,8 @@ KEPT = [
     "onnxruntime-1.32.0.dist-info/METADATA",
     "_soundfile_data/libsndfile_x86_64.so",
     "soundfile.py",
+    "_soundfile.py",  # the compiled bindings, on _cffi_backend
+    "_cffi_backend.cpython-312-x86_64-linux-gnu.so",
     "botocore/data/endpoints.json",
     "botocore/data/s3/2006-03-01/service-2.json.gz",
     "boto3/data/s3/2006-03-01/resources-1.json",
@@ -238,6 +240,7 @@ KEPT = [
     "function/handler.py",
     "function/frontend/fst.py",
     "function/py.typed",
+    "wetext/__init__.py",  # function.frontend.fst finds the graphs through the package's location
     *(f"wetext/{name}" for name in GRAPH_FILES),
 ]
 DROPPED = [
@@ -260,6 +263,16 @@ DROPPED = [
     "boto3/data/dynamodb/2012-08-10/resources-1.json",
     "function/local/serve.py",
     "wetext/fsts/ja/tn/tagger.fst",
+    "contractions/__init__.py",
+    "contractions-0.1.73.dist-info/METADATA",
+    "data/contractions_dict.json",
+    "textsearch/__init__.py",
+    "anyascii/_data/a.txt",
+    "ahocorasick.cpython-312-x86_64-linux-gnu.so",
+    "pyahocorasick-2.3.1.dist-info/METADATA",
+    "cffi/api.py",
+    "cffi-2.1.1.dist-info/METADATA",
+    "pycparser/c_parser.py",
 ]
 
 
@@ -279,7 +292,16 @@ def test_the_zip_keeps_botocore_data_for_every_client_the_function_creates():
 
 def test_nothing_on_the_lambda_path_imports_what_the_zip_drops():
     # function/__main__.py (the local CLI) may import function.local; the handler's modules may not.
-    dropped = r"function\.local|uvicorn|click|h11|onnxruntime\.(transformers|quantization|tools)|google"
+    dropped = "|".join(
+        [
+            r"function\.local",
+            r"onnxruntime\.(transformers|quantization|tools)",
+            "google",
+            "wetext",
+            "ahocorasick",
+        ]
+        + [name for name in build_zip.UNUSED_DISTRIBUTIONS if name not in ("protobuf", "pyahocorasick")]
+    )
     pattern = re.compile(rf"^\s*(import|from)\s+({dropped})\b", re.M)
     modules = [
         p for p in (ROOT / "function").rglob("*.py") if "local" not in p.parts and p.name != "__main__.py"

@@ -59,6 +59,7 @@ print(json.dumps({
     "presigned": url.split("?", 1)[0],
     "outside": outside,
     "local": [name for name in sys.modules if name.startswith("function.local")],
+    "normaliser": "kaldifst" in sys.modules,  # the text went through the wetext graphs
 }))
 """
 
@@ -102,3 +103,4 @@ def test_trimmed_tree_runs_the_snapstart_path_and_both_event_kinds(staged: Path,
     assert re.fullmatch(bucket_and_key, report["presigned"]) and "audio-bucket" in report["presigned"]
     assert report["outside"] == [], "modules imported from outside the zip tree"
     assert report["local"] == []
+    assert report["normaliser"] is True
