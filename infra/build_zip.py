@@ -4,17 +4,18 @@
     python -m infra.build_zip --arch arm64 --out build/lambda-arm64.zip
 
 pip fetches the runtime requirements (pyproject.toml, via `infra.requirements`) as manylinux wheels for
-CPython 3.12 on the chosen architecture, whatever this machine runs; the wheels' files the function never
-reads are dropped (`trim`); then the `function/` package is added (never `export/`, never torch) and
+CPython 3.12 on the chosen architecture, whatever this machine runs; the `function/` package is added
+(never `export/`, never torch); what the Lambda handler never imports or reads is dropped (`trim`: test
+suites, onnxruntime's tooling, the local server, botocore's other services, unused text graphs); then
 everything is zipped. The build fails if the unzipped size exceeds Lambda's 250 MB limit, because the
 deploy would fail later with a less helpful message.
 
 Bytecode: /var/task is read-only, so a zip without .pyc files makes every cold start compile every module
 it imports (measured: handler imports ~3x slower). When an interpreter of the runtime's version is found
-(`python3.12` on PATH, or --compile-with), the staged tree is compiled with it, hash-based and unchecked:
-the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc files. Without one the zip
-ships sources only and says so; the SnapStart variant then pays the compilation once, before its
-snapshot, rather than on every restore.
+(--compile-with, or a `python3.12` on PATH that runs and reports 3.12), the staged tree is compiled with
+it, hash-based and unchecked: the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc
+files. Without one the zip ships sources only and says so; the SnapStart variant then pays the
+compilation once, before its snapshot, rather than on every restore.
 
 The zip is reproducible (sorted entries, fixed timestamps): an unchanged build uploads under the same
 content hash, so `sam deploy` publishes no new version and takes no new SnapStart snapshot.
@@ -36,6 +37,8 @@ from infra.requirements import runtime_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "function"
+# template.yaml's ZipFunction CodeUri names this file (relative to the repository root).
+DEFAULT_ZIP = ROOT / "build" / "lambda.zip"
 # "250 MB" in the Lambda quotas is 250 MiB: 262,144,000 bytes, function code plus layers, unzipped.
 UNZIPPED_LIMIT = 250 * 1024 * 1024
 # The python3.12 runtime runs on Amazon Linux 2023 (glibc 2.34). pip does not widen a manylinux_2_X
@@ -78,14 +81,70 @@ def pip_command(requirements: list[str], target: Path, arch: str, python_version
     ]  # fmt: skip
 
 
+# What the Lambda handler never imports or reads, relative to the staged root (globs). Its import path is
+# function.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, kaldifst + wetext's graph
+# files), boto3 for S3, and FastAPI + Mangum for HTTP events; tests/deploy/test_zip_imports.py runs that
+# path on the trimmed tree.
+UNUSED = (
+    "bin",  # console scripts: Lambda calls the handler, never a command
+    # onnxruntime's model-optimisation tooling (the exporter uses it, with torch); inference is capi/
+    "onnxruntime/transformers",
+    "onnxruntime/quantization",
+    "onnxruntime/tools",
+    "function/local",  # `python -m function serve` / `invoke`: local serving and the local runtime
+    # numpy's tools for building against it: Fortran wrappers, C headers, a PyInstaller hook
+    "numpy/f2py",
+    "numpy/_core/include",
+    "numpy/_pyinstaller",
+    "**/tests",  # the packages' own test suites (numpy's alone is ~14 MB)
+    "**/*.pyi",  # type stubs
+)
+# Whole distributions the handler never imports: their top-level paths (globs), metadata included.
+UNUSED_DISTRIBUTIONS = {
+    # only onnxruntime's tooling imports protobuf (the inference library links its own C++ copy)
+    "protobuf": ("google",),
+    # the local HTTP server: in Lambda, Mangum calls the ASGI app
+    "uvicorn": ("uvicorn",),
+    "click": ("click",),
+    "h11": ("h11",),
+    # wetext's Python side: function.frontend.fst reads its graph files and imports none of it
+    "contractions": ("contractions", "data"),
+    "textsearch": ("textsearch",),
+    "anyascii": ("anyascii",),
+    "pyahocorasick": ("ahocorasick.*",),
+    # soundfile's bindings come compiled (_soundfile.py on _cffi_backend, which stays); cffi's Python
+    # half and pycparser only generate bindings
+    "cffi": ("cffi",),
+    "pycparser": ("pycparser",),
+}
+# botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
+# its own service's directory and the shared files at the top of data/. The function creates these
+# clients (function/aws.py).
+AWS_SERVICES = frozenset({"s3"})
+_SERVICE_DATA = ("botocore/data", "boto3/data")
+
+
 def trim(root: Path) -> list[Path]:
-    """Delete what the function never reads from the installed wheels: the wetext wheel's graphs other
-    than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse normalisation: ~32 MB)."""
+    """Delete from the staged tree what the function never reads, and return what was deleted: `UNUSED`,
+    `UNUSED_DISTRIBUTIONS`, boto3's and botocore's data for services other than `AWS_SERVICES`, and the
+    wetext wheel's graphs other than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse
+    normalisation: ~32 MB)."""
+    patterns = list(UNUSED)
+    for distribution, paths in UNUSED_DISTRIBUTIONS.items():
+        patterns += [*paths, f"{distribution.replace('-', '_')}-*.dist-info"]
+    dropped = {path for pattern in patterns for path in root.glob(pattern)}
+    for data in (root / part for part in _SERVICE_DATA if (root / part).is_dir()):
+        dropped |= {path for path in data.iterdir() if path.is_dir() and path.name not in AWS_SERVICES}
     keep = {root / "wetext" / name for name in GRAPH_FILES}
-    dropped = sorted(path for path in (root / "wetext" / "fsts").rglob("*.fst") if path not in keep)
-    for path in dropped:
-        path.unlink()
-    return dropped
+    dropped |= {path for path in (root / "wetext" / "fsts").rglob("*.fst") if path not in keep}
+    # Sorted, so a directory goes before anything it holds: what it held is already gone then.
+    removed = sorted(dropped)
+    for path in removed:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return removed
 
 
 def copy_package(source: Path, target: Path) -> None:
@@ -101,18 +160,38 @@ def stage(target: Path, arch: str, python_version: str, pyproject: Path, package
     result = subprocess.run(pip_command(requirements, target, arch, python_version), check=False)
     if result.returncode != 0:
         raise BuildError(f"pip could not install the runtime requirements for {arch}: {requirements}")
-    trim(target)
     copy_package(package, target)
+    trim(target)
 
 
 def interpreter_version(interpreter: str) -> str:
-    result = subprocess.run(
-        [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    try:
+        result = subprocess.run(
+            [interpreter, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BuildError(f"cannot run {interpreter} to compile bytecode: {exc}") from exc
     if result.returncode != 0:
-        raise BuildError(f"cannot run {interpreter} to compile bytecode: {result.stderr.strip()}")
+        message = (result.stderr.strip() or f"exit status {result.returncode}").splitlines()[0]
+        raise BuildError(f"cannot run {interpreter} to compile bytecode: {message}")
     return result.stdout.strip()
+
+
+def default_interpreter(python_version: str) -> tuple[str | None, str]:
+    """The `pythonX.Y` on PATH if it runs and is that version, else None and why not. Being on PATH is
+    not enough: a pyenv shim for a version that is installed but not selected is found, then exits 127."""
+    name = f"python{python_version}"
+    found = shutil.which(name)
+    if found is None:
+        return None, f"no {name} on PATH"
+    try:
+        version = interpreter_version(found)
+    except BuildError as exc:
+        return None, str(exc)
+    if version != python_version:
+        return None, f"{found} reports Python {version}"
+    return found, ""
 
 
 def compile_bytecode(root: Path, interpreter: str, python_version: str) -> None:
@@ -195,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--arch", choices=ARCHES, default="x86_64", help="must match the template's Architecture"
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "lambda.zip")
+    parser.add_argument("--out", type=Path, default=DEFAULT_ZIP)
     parser.add_argument("--work", type=Path, help="staging directory (default build/zip-ARCH)")
     parser.add_argument("--python-version", default="3.12", help="the Lambda runtime's Python")
     parser.add_argument("--pyproject", type=Path, default=ROOT / "pyproject.toml")
@@ -204,13 +283,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     work = args.work or ROOT / "build" / f"zip-{args.arch}"
-    compile_with = args.compile_with or shutil.which(f"python{args.python_version}")
-    if not compile_with:
-        print(
-            f"warning: no python{args.python_version} found (--compile-with): the zip ships no bytecode,"
-            " so imports compile at every cold start (SnapStart: once, before the snapshot)",
-            file=sys.stderr,
-        )
+    # An explicit --compile-with that cannot run fails the build; a failing default only skips bytecode.
+    compile_with = args.compile_with
+    if compile_with is None:
+        compile_with, why_not = default_interpreter(args.python_version)
+        if compile_with is None:
+            print(
+                f"note: skipping bytecode ({why_not}; pass --compile-with): the zip ships sources only,"
+                " so imports compile at every cold start (SnapStart: once, before the snapshot)",
+                file=sys.stderr,
+            )
     try:
         report = build(
             args.arch, args.out, work, args.python_version, args.pyproject, ROOT / PACKAGE, compile_with

@@ -7,30 +7,35 @@ template's conditions are evaluated for the given parameters, resources whose co
 dropped, and `Fn::If`, `AWS::NoValue` and parameter references are resolved. Linters check the template
 with every branch at once; the guard tests check each rendering, where the combinations that lint clean
 but fail at deploy time (SnapStart with provisioned concurrency, ...) become visible.
+
+Nothing is sent to AWS and no credentials are needed. The region is the configured one, or a placeholder
+(us-east-1, said so in the output) when none is; the account id and stack name are placeholders.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 # `sam deploy` uploads local code first; the transform only accepts what it leaves behind.
 PACKAGED_CODE_URI = "s3://sam-artifacts/lambda.zip"
+# A preview needs no AWS account or configuration: these stand in for what CloudFormation fills in.
 PSEUDO = {
     "AWS::AccountId": "123456789012",
-    "AWS::Partition": "aws",
-    "AWS::Region": "us-east-1",
     "AWS::StackName": "tts",
-    "AWS::URLSuffix": "amazonaws.com",
 }
+# Used when no region is configured (AWS_REGION, AWS_DEFAULT_REGION, the AWS config file).
+PLACEHOLDER_REGION = "us-east-1"
 _NO_VALUE = object()
 _SUB_NAME = re.compile(r"\$\{([^}!][^}]*)\}")
 
@@ -72,7 +77,22 @@ class _Loader:
         return {}
 
 
-def sam_transform(template: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[str, Any]:
+def configured_region() -> str | None:
+    """The region the AWS CLI and SDKs would use here, or None (boto3 reads all but AWS_REGION)."""
+    import boto3
+
+    return os.environ.get("AWS_REGION") or boto3.session.Session().region_name
+
+
+def pseudo_parameters(region: str) -> dict[str, str]:
+    from samtranslator.translator.arn_generator import ArnGenerator
+
+    partition = ArnGenerator.get_partition_name(region)
+    suffix = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return {**PSEUDO, "AWS::Region": region, "AWS::Partition": partition, "AWS::URLSuffix": suffix}
+
+
+def sam_transform(template: Mapping[str, Any], parameters: Mapping[str, Any], region: str) -> dict[str, Any]:
     from samtranslator.translator.transform import transform
 
     packaged = copy.deepcopy(dict(template))
@@ -80,13 +100,18 @@ def sam_transform(template: Mapping[str, Any], parameters: Mapping[str, Any]) ->
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::Serverless::Function" and isinstance(props.get("CodeUri"), str):
             props["CodeUri"] = PACKAGED_CODE_URI
-    return dict(transform(packaged, {**PSEUDO, **parameters}, _Loader()))
+    # The transform asks boto3 for a region even when AWS::Region is given, and fails without one: it
+    # gets the preview's, so the rendering never depends on (or needs) this machine's AWS configuration.
+    with mock.patch.dict(os.environ, {"AWS_DEFAULT_REGION": region}):
+        return dict(transform(packaged, {**pseudo_parameters(region), **parameters}, _Loader()))
 
 
-def render(template: Mapping[str, Any], overrides: Mapping[str, str] | None = None) -> Rendered:
+def render(
+    template: Mapping[str, Any], overrides: Mapping[str, str] | None = None, region: str = PLACEHOLDER_REGION
+) -> Rendered:
     parameters = parameter_values(template, overrides or {})
-    transformed = sam_transform(template, parameters)
-    resolver = _Resolver(parameters, transformed.get("Conditions", {}))
+    transformed = sam_transform(template, parameters, region)
+    resolver = _Resolver({**pseudo_parameters(region), **parameters}, transformed.get("Conditions", {}))
     resources = {
         name: resolver.resolve({k: v for k, v in res.items() if k != "Condition"})
         for name, res in transformed["Resources"].items()
@@ -102,7 +127,7 @@ def render(template: Mapping[str, Any], overrides: Mapping[str, str] | None = No
 
 class _Resolver:
     def __init__(self, parameters: Mapping[str, Any], conditions: Mapping[str, Any]) -> None:
-        self.parameters = {**PSEUDO, **parameters}
+        self.parameters = dict(parameters)
         self.definitions = conditions
         self.values: dict[str, bool] = {}
 
@@ -175,7 +200,10 @@ class _Resolver:
 
 def main(argv: list[str]) -> int:
     overrides = dict(arg.split("=", 1) for arg in argv)
-    rendered = render(load_template(), overrides)
+    region = configured_region()
+    if region is None:
+        print(f"note: no AWS region configured; previewing for {PLACEHOLDER_REGION} (a placeholder)")
+    rendered = render(load_template(), overrides, region or PLACEHOLDER_REGION)
     for name, resource in sorted(rendered.resources.items(), key=lambda item: item[1]["Type"]):
         print(f"{resource['Type']:45} {name}")
     print(json.dumps(rendered.outputs, indent=1))

@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from infra import build_zip
 from infra.render import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,3 +114,15 @@ def test_samconfig_overrides_name_real_parameters_with_allowed_values():
         assert "CAPABILITY_IAM" in deploy["capabilities"]
         # the template always has an image function, and sam deploy refuses it without a repository
         assert deploy["resolve_image_repos"] is True
+
+
+def test_the_snapstart_deploy_needs_no_sam_build():
+    """The default environment deploys template.yaml itself: `sam build` (Docker, for ImageFunction,
+    whatever WarmStart says) never runs. `sam deploy` uploads a .zip CodeUri unchanged and skips an
+    image function whose ImageUri is an intrinsic, so the prebuilt zip is all it needs."""
+    deploy = tomllib.loads((ROOT / "infra" / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
+    assert (ROOT / deploy["template_file"]).resolve() == ROOT / "template.yaml"
+    assert "WarmStart=snapstart" in shlex.split(deploy["parameter_overrides"])
+    resources = load_template()["Resources"]
+    assert ROOT / resources["ZipFunction"]["Properties"]["CodeUri"] == build_zip.DEFAULT_ZIP
+    assert resources["ImageFunction"]["Properties"]["ImageUri"] == {"Ref": "ImageUri"}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from function.frontend.fst import GRAPH_FILES
 from infra import build_zip
 from infra.requirements import PROVIDED_BY_LAMBDA, requirement_name, runtime_requirements
 
@@ -74,32 +75,71 @@ def _instructions() -> list[tuple[str, str]]:
     return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
 
 
+def _stages() -> list[list[tuple[str, str]]]:
+    """The build stages, each from its FROM on (ARGs before the first FROM are left out)."""
+    stages: list[list[tuple[str, str]]] = []
+    for op, args in _instructions():
+        if op == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append((op, args))
+    return stages
+
+
+BASE_ARG = re.compile(r"BASE_IMAGE=(\S+)")
+# A dated release (3.12.YYYY.MM.DD.HH), optionally with its digest: never a moving tag like 3.12.
+PINNED_BASE = re.compile(r"public\.ecr\.aws/lambda/python:3\.12\.\d{4}(\.\d{2}){3}(@sha256:[0-9a-f]{64})?")
+
+
 def test_dockerfile_installs_exactly_the_runtime_requirements():
-    runs = [args for op, args in _instructions() if op == "RUN"]
-    installs = [run for run in runs if "pip" in run and "install" in run]
+    requirements_stage, image = _stages()
+    # Generated from pyproject.toml by the shared script, in a stage of its own...
+    assert requirements_stage[0] == ("FROM", "${BASE_IMAGE} AS requirements")
+    assert ("COPY", "pyproject.toml infra/requirements.py /tmp/build/") in requirements_stage
+    (generate,) = [args for op, args in requirements_stage if op == "RUN"]
+    assert re.fullmatch(
+        r"python3 \S*requirements\.py \S*pyproject\.toml > /tmp/build/requirements\.txt", generate
+    )
+    # ...and the image installs from that file and nothing else.
+    assert ("COPY", "--from=requirements /tmp/build/requirements.txt /tmp/build/requirements.txt") in image
+    installs = [args for op, args in image if op == "RUN" and "pip" in args and "install" in args]
     assert len(installs) == 1
-    (install,) = installs
-    # Generated from pyproject.toml by the shared script, installed from that file and nothing else.
-    assert re.search(r"requirements\.py \S*pyproject\.toml > (\S+requirements\.txt)", install)
-    pip = install.split("pip3 install", 1)[1].split("&&")[0].split()
+    pip = installs[0].split("pip3 install", 1)[1].split("&&")[0].split()
     assert [arg for arg in pip if not arg.startswith("-") and not arg.startswith('"$')] == [
         "/tmp/build/requirements.txt"
     ]
     assert "--only-binary=:all:" in pip
-    copies = [args for op, args in _instructions() if op == "COPY"]
-    assert "pyproject.toml infra/requirements.py /tmp/build/" in copies
+
+
+def test_dockerfile_layers_go_dependencies_then_model_then_code():
+    _, image = _stages()
+    # pyproject.toml is not in the image's stage: editing it cannot invalidate the model layer.
+    assert not any(op in ("COPY", "ADD") and "pyproject" in args for op, args in image)
+    install = next(i for i, (op, args) in enumerate(image) if op == "RUN" and "pip3 install" in args)
+    model = image.index(("COPY", "${ARTIFACT_DIR}/ /opt/cosyvoice/artifact/"))
+    code = image.index(("COPY", "function/ ${LAMBDA_TASK_ROOT}/function/"))
+    assert install < model < code
+    assert [i for i, (op, _) in enumerate(image) if op in ("COPY", "ADD")][-1] == code
+
+
+def test_dockerfile_base_is_a_pinned_release_used_by_every_stage():
+    instructions = _instructions()
+    assert instructions[0][0] == "ARG"
+    match = BASE_ARG.fullmatch(instructions[0][1])
+    assert match and PINNED_BASE.fullmatch(match.group(1)), instructions[0]
+    assert [stage[0][1].split()[0] for stage in _stages()] == ["${BASE_IMAGE}", "${BASE_IMAGE}"]
+    assert not PINNED_BASE.fullmatch("public.ecr.aws/lambda/python:3.12")
 
 
 def test_dockerfile_is_a_lambda_image_with_the_artifact_and_function_package():
-    instructions = _instructions()
-    assert instructions[0] == ("FROM", "public.ecr.aws/lambda/python:3.12")
-    copies = [args for op, args in instructions if op == "COPY"]
+    _, image = _stages()
+    copies = [args for op, args in image if op == "COPY"]
     assert "${ARTIFACT_DIR}/ /opt/cosyvoice/artifact/" in copies
     assert "function/ ${LAMBDA_TASK_ROOT}/function/" in copies
     assert not any("export" in c for c in copies)
-    assert ("ARG", "ARTIFACT_DIR=artifact") in instructions
-    assert ("ENV", "COSYVOICE_ARTIFACT=/opt/cosyvoice/artifact") in instructions
-    assert instructions[-1] == ("CMD", '["function.handler.lambda_handler"]')
+    assert ("ARG", "ARTIFACT_DIR=artifact") in image
+    assert ("ENV", "COSYVOICE_ARTIFACT=/opt/cosyvoice/artifact") in image
+    assert image[-1] == ("CMD", '["function.handler.lambda_handler"]')
 
 
 def test_dockerignore_lets_in_only_what_the_dockerfile_copies():
@@ -172,6 +212,103 @@ def test_lambda_limit_is_250_mib():
     assert build_zip.UNZIPPED_LIMIT == 262_144_000
 
 
+def _files(root: Path, names: list[str]) -> None:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(b"x")
+
+
+# A staged tree in miniature: what the handler's import path needs, beside what trim() must drop.
+KEPT = [
+    "numpy/__init__.py",
+    "numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+    "numpy/testing/__init__.py",  # numpy.testing is a module of numpy, not a test suite
+    "numpy.libs/libscipy_openblas64_-4b78795a.so",
+    "onnxruntime/__init__.py",
+    "onnxruntime/capi/libonnxruntime.so.1.32.0",
+    "onnxruntime-1.32.0.dist-info/METADATA",
+    "_soundfile_data/libsndfile_x86_64.so",
+    "soundfile.py",
+    "_soundfile.py",  # the compiled bindings, on _cffi_backend
+    "_cffi_backend.cpython-312-x86_64-linux-gnu.so",
+    "botocore/data/endpoints.json",
+    "botocore/data/s3/2006-03-01/service-2.json.gz",
+    "boto3/data/s3/2006-03-01/resources-1.json",
+    "fastapi/__init__.py",
+    "mangum/__init__.py",
+    "kaldifst/lib/_kaldifst.cpython-312-x86_64-linux-gnu.so",
+    "function/handler.py",
+    "function/frontend/fst.py",
+    "function/py.typed",
+    "wetext/__init__.py",  # function.frontend.fst finds the graphs through the package's location
+    *(f"wetext/{name}" for name in GRAPH_FILES),
+]
+DROPPED = [
+    "bin/uvicorn",
+    "numpy/_core/tests/test_multiarray.py",
+    "numpy/f2py/__init__.py",
+    "numpy/_core/include/numpy/ndarrayobject.h",
+    "numpy/__init__.pyi",
+    "regex/tests/test_regex.py",
+    "onnxruntime/transformers/optimizer.py",
+    "onnxruntime/quantization/quantize.py",
+    "onnxruntime/tools/symbolic_shape_infer.py",
+    "google/protobuf/__init__.py",
+    "protobuf-7.36.2.dist-info/METADATA",
+    "uvicorn/main.py",
+    "uvicorn-0.54.0.dist-info/METADATA",
+    "click/core.py",
+    "h11/_connection.py",
+    "botocore/data/ec2/2016-11-15/service-2.json.gz",
+    "boto3/data/dynamodb/2012-08-10/resources-1.json",
+    "function/local/serve.py",
+    "wetext/fsts/ja/tn/tagger.fst",
+    "contractions/__init__.py",
+    "contractions-0.1.73.dist-info/METADATA",
+    "data/contractions_dict.json",
+    "textsearch/__init__.py",
+    "anyascii/_data/a.txt",
+    "ahocorasick.cpython-312-x86_64-linux-gnu.so",
+    "pyahocorasick-2.3.1.dist-info/METADATA",
+    "cffi/api.py",
+    "cffi-2.1.1.dist-info/METADATA",
+    "pycparser/c_parser.py",
+]
+
+
+def test_trim_drops_what_the_handler_never_imports_and_keeps_what_it_needs(tmp_path):
+    _files(tmp_path, KEPT + DROPPED)
+    removed = build_zip.trim(tmp_path)
+    assert sorted(f.relative_to(tmp_path).as_posix() for f in build_zip.tree_files(tmp_path)) == sorted(KEPT)
+    assert all(not path.exists() for path in removed)
+    assert tmp_path / "onnxruntime" / "transformers" in removed  # directories go whole
+
+
+def test_the_zip_keeps_botocore_data_for_every_client_the_function_creates():
+    sources = "\n".join(path.read_text() for path in (ROOT / "function").rglob("*.py"))
+    created = set(re.findall(r"\.client\(\s*[\"']([\w-]+)[\"']", sources))
+    assert created and created <= build_zip.AWS_SERVICES
+
+
+def test_nothing_on_the_lambda_path_imports_what_the_zip_drops():
+    # function/__main__.py (the local CLI) may import function.local; the handler's modules may not.
+    dropped = "|".join(
+        [
+            r"function\.local",
+            r"onnxruntime\.(transformers|quantization|tools)",
+            "google",
+            "wetext",
+            "ahocorasick",
+        ]
+        + [name for name in build_zip.UNUSED_DISTRIBUTIONS if name not in ("protobuf", "pyahocorasick")]
+    )
+    pattern = re.compile(rf"^\s*(import|from)\s+({dropped})\b", re.M)
+    modules = [
+        p for p in (ROOT / "function").rglob("*.py") if "local" not in p.parts and p.name != "__main__.py"
+    ]
+    assert [p.name for p in modules if pattern.search(p.read_text())] == []
+
+
 def _running_version() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -189,6 +326,44 @@ def test_bytecode_needs_the_runtime_python_version(tmp_path):
     with pytest.raises(build_zip.BuildError, match=r"bytecode needs 2\.7"):
         build_zip.compile_bytecode(root, sys.executable, "2.7")
     assert not (root / "pkg" / "__pycache__").exists()
+
+
+def _fake_python(bin_dir: Path, name: str, body: str) -> Path:
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / name
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_a_python_on_path_that_cannot_run_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    # What a pyenv shim does for a version that is installed but not selected.
+    _fake_python(tmp_path, "python3.12", "echo 'pyenv: python3.12: command not found' >&2; exit 127")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    interpreter, why_not = build_zip.default_interpreter("3.12")
+    assert interpreter is None
+    assert why_not == (
+        f"cannot run {tmp_path / 'python3.12'} to compile bytecode: pyenv: python3.12: command not found"
+    )
+
+
+def test_a_python_on_path_of_another_version_is_skipped(tmp_path, monkeypatch):
+    _fake_python(tmp_path, "python3.12", "echo 3.11")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter("3.12") == (None, f"{tmp_path / 'python3.12'} reports Python 3.11")
+
+
+def test_a_python_on_path_that_runs_and_reports_the_version_is_used(tmp_path, monkeypatch):
+    script = _fake_python(tmp_path, f"python{_running_version()}", f'exec "{sys.executable}" "$@"')
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter(_running_version()) == (str(script), "")
+
+
+def test_no_python_on_path_skips_bytecode_but_a_failing_explicit_one_stops_the_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert build_zip.default_interpreter("3.12") == (None, "no python3.12 on PATH")
+    with pytest.raises(build_zip.BuildError, match="cannot run"):
+        build_zip.compile_bytecode(_tree(tmp_path / "stage"), str(tmp_path / "missing"), "3.12")
 
 
 def test_dockerfile_compiles_the_function_package_after_copying_it():

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import itertools
+import os
 import re
 from typing import Any
 
 import pytest
 
-from infra.render import ROOT, Rendered, load_template, render
+from infra.render import PLACEHOLDER_REGION, ROOT, Rendered, configured_region, load_template, main, render
 
 TEMPLATE = load_template()
 SNAPSTART_MAX_EPHEMERAL_MB = 512
@@ -47,15 +48,8 @@ def _id(combo: dict[str, str]) -> str:
 
 
 @pytest.fixture(scope="module", params=COMBINATIONS, ids=[_id(c) for c in COMBINATIONS])
-def rendering(request, aws_region) -> Rendered:
+def rendering(request) -> Rendered:
     return render(TEMPLATE, {**REQUIRED, **request.param})
-
-
-@pytest.fixture(scope="module")
-def aws_region():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        yield
 
 
 # --- guards ----------------------------------------------------------------------------------------------
@@ -290,7 +284,7 @@ def test_function_settings_read_every_variable_the_template_sets(rendering):
         assert f'"{variable}"' in settings, f"function/settings.py does not read {variable}"
 
 
-def test_snapstart_function_reads_the_artifact_from_its_prefix_only(aws_region):
+def test_snapstart_function_reads_the_artifact_from_its_prefix_only():
     r = render(TEMPLATE, {"ArtifactLocation": "s3://model-bucket/cosyvoice/sft-v1"})
     (function,) = r.of_type("AWS::Lambda::Function").values()
     assert (
@@ -299,6 +293,41 @@ def test_snapstart_function_reads_the_artifact_from_its_prefix_only(aws_region):
     )
     reads = [s for s in _statements(r) if s.get("Sid") == "ReadArtifact"]
     assert [s["Resource"] for s in reads] == ["arn:aws:s3:::model-bucket/cosyvoice/sft-v1/*"]
+
+
+# --- previews need no AWS configuration -------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_aws_region(monkeypatch, tmp_path):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+
+
+def test_preview_without_a_region_uses_the_placeholder_and_says_so(no_aws_region, capsys):
+    assert configured_region() is None
+    assert main([f"ArtifactLocation={REQUIRED['ArtifactLocation']}"]) == 0
+    out = capsys.readouterr().out
+    assert f"no AWS region configured; previewing for {PLACEHOLDER_REGION} (a placeholder)" in out
+    assert "AWS::Lambda::Function" in out and "ZipFunction" in out
+    assert f".execute-api.{PLACEHOLDER_REGION}.amazonaws.com/" in out
+    assert "AWS_DEFAULT_REGION" not in os.environ  # the transform's region is scoped to the call
+
+
+def test_preview_uses_the_configured_region(no_aws_region, monkeypatch, capsys):
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert main([f"ArtifactLocation={REQUIRED['ArtifactLocation']}"]) == 0
+    out = capsys.readouterr().out
+    assert "placeholder" not in out and ".execute-api.eu-west-1.amazonaws.com/" in out
+
+
+def test_a_china_region_renders_its_partition(no_aws_region):
+    r = render(TEMPLATE, REQUIRED, region="cn-north-1")
+    assert r.outputs["ApiUrl"]["Value"].endswith(".execute-api.cn-north-1.amazonaws.com.cn/")
+    reads = [s for s in _statements(r) if s.get("Sid") == "ReadArtifact"]
+    assert [s["Resource"] for s in reads] == ["arn:aws-cn:s3:::model-bucket/cosyvoice/sft-v1/*"]
 
 
 # --- the guards catch what they are for ------------------------------------------------------------------
@@ -310,7 +339,7 @@ def _broken(edit) -> Rendered:
     return render(template, REQUIRED)
 
 
-def test_guard_catches_snapstart_with_provisioned_concurrency(aws_region):
+def test_guard_catches_snapstart_with_provisioned_concurrency():
     def edit(resources):
         resources["ZipFunction"]["Properties"]["ProvisionedConcurrencyConfig"] = {
             "ProvisionedConcurrentExecutions": 1
@@ -319,14 +348,14 @@ def test_guard_catches_snapstart_with_provisioned_concurrency(aws_region):
     assert "provisioned concurrency" in " ".join(snapstart_violations(_broken(edit)))
 
 
-def test_guard_catches_snapstart_with_large_ephemeral_storage(aws_region):
+def test_guard_catches_snapstart_with_large_ephemeral_storage():
     def edit(resources):
         resources["ZipFunction"]["Properties"]["EphemeralStorage"] = {"Size": 1024}
 
     assert "ephemeral storage" in " ".join(snapstart_violations(_broken(edit)))
 
 
-def test_guard_catches_an_unscoped_s3_write(aws_region):
+def test_guard_catches_an_unscoped_s3_write():
     def edit(resources):
         statements = resources["FunctionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
         statements.append(
@@ -336,7 +365,7 @@ def test_guard_catches_an_unscoped_s3_write(aws_region):
     assert s3_write_violations(_broken(edit)) == ["Wide: arn:aws:s3:::b/*"]
 
 
-def test_guard_catches_a_short_visibility_timeout_and_missing_batch_failures(aws_region):
+def test_guard_catches_a_short_visibility_timeout_and_missing_batch_failures():
     def edit(resources):
         resources["JobQueue"]["Properties"]["VisibilityTimeout"] = 600
         resources["JobQueueMapping"]["Properties"].pop("FunctionResponseTypes")
@@ -344,7 +373,7 @@ def test_guard_catches_a_short_visibility_timeout_and_missing_batch_failures(aws
     assert len(queue_violations(_broken(edit))) == 2
 
 
-def test_guard_catches_a_dangling_reference(aws_region):
+def test_guard_catches_a_dangling_reference():
     def edit(resources):
         resources["HttpApiIntegration"]["Properties"]["IntegrationUri"] = {"Ref": "ImageFunction.Alias"}
 
