@@ -140,7 +140,7 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
 
 
 def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
-    """Weight-only "int8" or "int4" MatMulNBits (blocks: export.quantize.BLOCK_SIZES) of the MatMul weights."""
+    """Weight-only "int8" or "int4" MatMulNBits (blocks: quantize.BLOCK_SIZES) of the MatMul weights."""
     return {name: quantize_matmuls(model, mode) for name, model in graphs.items()}
 
 
