@@ -30,10 +30,17 @@ from function.params import LLMParams
 from function.sampling import sample_next
 
 CACHE_BLOCK = 128
-# A decode step is a chain of matrix-vector products bound by memory bandwidth: on one core it streams
-# the weights about as fast as on two (fp32, int8 and int4 alike), so it takes one and leaves the rest to
-# the flow and vocoder, which run at the same time (function.engine). Prefill is arithmetic: all cores.
-DECODE_THREADS = 1
+
+
+def decode_threads(cpus: int, quantization: str) -> int:
+    """Intra-op threads for the decode session, which runs beside the flow and vocoder (function.engine).
+
+    A step is a chain of matrix-vector products bound by memory bandwidth. The int8/int4 kernels
+    (MatMulNBits) stream their weights at the one-core floor: on two cores one thread decodes as fast as
+    two and leaves the other core to the flow and vocoder (streamed requests ~25 % sooner, measured with
+    `python -m bench speed`). The fp32 kernels read unpacked weights and gain from a second thread
+    (~30 ms → ~23 ms a step), as both do once there are more cores; beyond two, bandwidth is saturated."""
+    return 1 if cpus <= 2 and quantization != "fp32" else min(cpus, 2)
 
 
 _POS = LLM_CACHE_KINDS.index("pos")
@@ -104,8 +111,10 @@ class LLM:
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
         names = {spec.name for spec in artifact.graph(LLM_DECODE.name).inputs}
         layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
-        decode_threads = min(threads or available_cpus(), DECODE_THREADS)
-        decode = Graph.load(artifact, LLM_DECODE.name, decode_threads, llm_decode_spec(layers))
+        threads_for_decode = decode_threads(
+            threads or available_cpus(), artifact.graph(LLM_DECODE.name).quantization
+        )
+        decode = Graph.load(artifact, LLM_DECODE.name, threads_for_decode, llm_decode_spec(layers))
         prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
         positions = Graph.load(artifact, LLM_POSITIONS.name, threads)
         return cls(prefill, decode, positions, artifact.manifest.params.llm)
@@ -180,4 +189,4 @@ def _last(array: np.ndarray) -> int:
     return shape[-1]
 
 
-__all__ = ["CACHE_BLOCK", "DECODE_THREADS", "DecoderCache", "LLM"]
+__all__ = ["CACHE_BLOCK", "DecoderCache", "LLM", "decode_threads"]

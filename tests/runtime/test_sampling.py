@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from function.llm import CACHE_BLOCK, LLM, DecoderCache
+from function.llm import CACHE_BLOCK, LLM, DecoderCache, decode_threads
 from function.params import LLMParams
 from function.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
 
@@ -206,3 +206,13 @@ def test_speaker_embedding_shapes(shape: tuple[int, ...]) -> None:
         )
     )
     assert prefill.calls[0]["speaker_embedding"].shape == (shape[0] if len(shape) == 2 else 1, 192)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "quantization", "threads"),
+    [(1, "fp32", 1), (1, "int8", 1), (2, "int8", 1), (2, "int4", 1), (2, "fp32", 2), (6, "int8", 2)],
+)
+def test_decode_threads_leave_a_core_to_the_overlapping_stages_where_that_pays(
+    cpus: int, quantization: str, threads: int
+) -> None:
+    assert decode_threads(cpus, quantization) == threads
