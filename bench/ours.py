@@ -41,7 +41,10 @@ class OursBackend:
         return int(self.engine.sample_rate)
 
     def warm_up(self, request: dict[str, Any]) -> None:
+        from function.frontend import preload_normalizer
+
         self.engine.warm_up()  # the engine's own warm-up, as deployed (the request is upstream's twin)
+        preload_normalizer()  # then the text graphs, on their own thread, as function.model does
 
     def stream(self, request: dict[str, Any], stream: bool) -> Iterator[Any]:
         from function.options import SynthesisOptions
