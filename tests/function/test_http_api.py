@@ -188,7 +188,7 @@ def test_prompt_audio_clones_or_is_refused_cleanly(client: httpx.Client) -> None
     [
         ({"model": "tts-1", "input": "hi", "voice": "nobody"}, 400, "unknown_speaker"),
         (
-            {"model": "tts-1", "input": "hi", "voice": SPEAKER, "response_format": "opus"},
+            {"model": "tts-1", "input": "hi", "voice": SPEAKER, "response_format": "aac"},
             400,
             "unsupported_format",
         ),
