@@ -43,6 +43,9 @@ FORMATS: dict[str, AudioFormat] = {
         AudioFormat("wav", "audio/wav"),
         AudioFormat("flac", "audio/flac", ("FLAC", "PCM_16")),
         AudioFormat("ogg", "audio/ogg", ("OGG", "VORBIS"), appends=True),
+        AudioFormat("mp3", "audio/mpeg", ("MP3", "MPEG_LAYER_III")),
+        # headerless signed 16-bit little-endian mono; the rate is in X-Sample-Rate
+        AudioFormat("pcm", "audio/pcm"),
         AudioFormat(
             "opus",
             "audio/ogg; codecs=opus",
@@ -50,9 +53,6 @@ FORMATS: dict[str, AudioFormat] = {
             (8000, 12000, 16000, 24000, 48000),
             appends=True,
         ),
-        AudioFormat("mp3", "audio/mpeg", ("MP3", "MPEG_LAYER_III")),
-        # headerless signed 16-bit little-endian mono; the rate is in X-Sample-Rate
-        AudioFormat("pcm", "audio/pcm"),
     )
 }
 # Formats clients ask for that this package does not write, and why (said in the 400).
