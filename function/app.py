@@ -4,6 +4,9 @@ Endpoints are plain `def`: synthesis is CPU-bound and blocking, so FastAPI runs 
 the event loop stays free for health checks. The model is never loaded here (no lifespan: Mangum would
 run it on every invocation); routes borrow the process's engine from function.model.
 
+POST /v1/audio/speech takes OpenAI's body: function.voices maps its voice names onto built-in speakers
+and says whether the model takes instructions, function.sse shapes `stream_format="sse"`.
+
 Every error leaves as {"error": {"code", "message"}} with a 4xx status for the client's mistakes and a
 bare 500 for ours (the traceback goes to the log, never into the response).
 """
@@ -22,7 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from function.audio import iter_encode, media_type
+from function.audio import iter_encode, media_type, output_rate
 from function.errors import TTSError
 from function.formats import FORMATS
 from function.model import get_engine, loaded_engine
@@ -30,7 +33,10 @@ from function.options import SynthesisOptions
 from function.reply import reply_audio
 from function.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.settings import get_settings
+from function.sse import MEDIA_TYPE as EVENT_STREAM
+from function.sse import SpeechEvents
 from function.startup import STARTUP
+from function.voices import resolve_voice, takes_instructions, usable_voices
 
 logger = logging.getLogger(__name__)
 
@@ -43,28 +49,71 @@ _AUDIO: dict[int | str, dict[str, Any]] = {
     200: {"description": "Encoded audio.", "content": {f.media_type: {} for f in FORMATS.values()}},
     **_ERRORS,
 }
+_SPEECH: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Encoded audio, or with stream_format=sse OpenAI's speech.audio.* events.",
+        "content": {**_AUDIO[200]["content"], EVENT_STREAM: {}},
+    },
+    **_ERRORS,
+}
+# What X-Instructions says when a request's instructions were not used.
+INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def synthesize_response(options: SynthesisOptions) -> Response:
-    """Run the engine and encode; streamed (chunked) when asked and the transport allows it."""
+def synthesize_response(
+    options: SynthesisOptions, headers: dict[str, str] | None = None, events: SpeechEvents | None = None
+) -> Response:
+    """Run the engine and encode; streamed (chunked) when asked and the transport allows it. With
+    `events`, the audio leaves as OpenAI's speech event stream."""
     settings = get_settings()
     options = options.validated(settings.max_text_chars)
     engine = get_engine()
-    headers = {"X-Sample-Rate": str(engine.sample_rate)}
+    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
+    headers = {"X-Sample-Rate": str(rate), **(headers or {})}
+    media = EVENT_STREAM if events is not None else media_type(options.format)
     # Lambda (Mangum) buffers every response, so streaming there would only dodge the size check.
     if options.stream and settings.max_response_bytes is None:
         chunks = engine.stream(options)
         # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
         first = next(chunks, None)
         audio: Iterator[Any] = chain([] if first is None else [first], chunks)
-        body = iter_encode(audio, options.format, engine.sample_rate)
-        return StreamingResponse(body, media_type=media_type(options.format), headers=headers)
-    data = reply_audio(options, engine, settings)
-    return Response(data, media_type=media_type(options.format), headers=headers)
+        if events is not None:
+            audio = events.measure(audio)
+        body = iter_encode(audio, options.format, engine.sample_rate, options.sample_rate)
+        return StreamingResponse(
+            body if events is None else events.events(body), media_type=media, headers=headers
+        )
+    if events is None:
+        return Response(reply_audio(options, engine, settings), media_type=media, headers=headers)
+    data = reply_audio(options, engine, settings, chunks=events.measure(engine.stream(options)))
+    return Response(b"".join(events.events([data])), media_type=media, headers=headers)
+
+
+def openai_speech_response(request: OpenAISpeechRequest) -> Response:
+    """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
+    (X-Instructions says which), then synthesized like /v1/tts."""
+    settings = get_settings()
+    engine = get_engine()
+    speaker = resolve_voice(request.voice_name, settings.voices, engine.speakers)
+    instructions = (request.instructions or "").strip() or None
+    instructed = instructions is not None and takes_instructions(engine.artifact.manifest)
+    headers: dict[str, str] = {}
+    if instructions is not None:
+        headers["X-Instructions"] = "applied" if instructed else INSTRUCTIONS_IGNORED
+    # Checked before the text is tokenized for the usage: the limits hold before any work is done.
+    options = request.to_options(speaker, instructions if instructed else None).validated(
+        settings.max_text_chars
+    )
+    events = None
+    if request.stream_format == "sse":
+        text_tokens = len(engine.tokenizer.encode(request.input))
+        token_rate = engine.artifact.manifest.params.flow.input_frame_rate
+        events = SpeechEvents(text_tokens, engine.sample_rate, token_rate)
+    return synthesize_response(options, headers, events)
 
 
 def create_app() -> FastAPI:
@@ -79,15 +128,20 @@ def create_app() -> FastAPI:
         return synthesize_response(request.to_options())
 
     @app.post(
-        "/v1/audio/speech", response_class=Response, responses=_AUDIO, summary="OpenAI-compatible speech"
+        "/v1/audio/speech", response_class=Response, responses=_SPEECH, summary="OpenAI-compatible speech"
     )
     def openai_speech(request: OpenAISpeechRequest) -> Response:
-        return synthesize_response(request.to_options())
+        return openai_speech_response(request)
 
-    @app.get("/v1/speakers", summary="Built-in speakers")
+    @app.get("/v1/speakers", summary="Built-in speakers, and the OpenAI voice names mapped onto them")
     def speakers() -> dict[str, Any]:
         engine = get_engine()
-        return {"speakers": engine.speakers, "sample_rate": engine.sample_rate}
+        return {
+            "speakers": engine.speakers,
+            "voices": usable_voices(get_settings().voices, engine.speakers),
+            "instructions": takes_instructions(engine.artifact.manifest),
+            "sample_rate": engine.sample_rate,
+        }
 
     @app.get("/healthz", summary="Liveness")
     def healthz() -> dict[str, str]:
@@ -186,4 +240,4 @@ class Guard:
 
 app = create_app()
 
-__all__ = ["app", "create_app", "synthesize_response"]
+__all__ = ["app", "create_app", "openai_speech_response", "synthesize_response"]

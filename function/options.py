@@ -12,6 +12,7 @@ from function.errors import InvalidRequest, TextTooLong
 from function.formats import audio_format
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
 DEFAULT_MAX_TEXT_CHARS = 2000
 
 
@@ -30,6 +31,9 @@ class SynthesisOptions:
     prompt_audio: bytes | None = None  # reference recording for voice cloning, any soundfile format
     prompt_text: str | None = None  # transcript of prompt_audio; without it the mode is cross-lingual
     format: str = "wav"  # a name in function.formats.FORMATS
+    # output rate in Hz; None keeps the model's (22,050); a codec that takes only some rates gets the
+    # nearest (function.formats.AudioFormat.rate_for). OpenAI's route asks for 24,000.
+    sample_rate: int | None = None
     speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
     seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
@@ -57,6 +61,11 @@ class SynthesisOptions:
         audio_format(self.format)  # refuses an unknown one
         if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:
             raise InvalidRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed!r}")
+        rate = self.sample_rate
+        if rate is not None and (not isinstance(rate, int) or not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE):
+            raise InvalidRequest(
+                f"sample_rate must be between {MIN_SAMPLE_RATE} and {MAX_SAMPLE_RATE} Hz, got {rate!r}"
+            )
         if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):
             raise InvalidRequest("seed must be a non-negative integer below 2**63")
         if self.mode in (Mode.SFT, Mode.INSTRUCT) and not self.speaker:
@@ -66,4 +75,4 @@ class SynthesisOptions:
         return self
 
 
-__all__ = ["MAX_SPEED", "MIN_SPEED", "Mode", "SynthesisOptions"]
+__all__ = ["MAX_SAMPLE_RATE", "MAX_SPEED", "MIN_SAMPLE_RATE", "MIN_SPEED", "Mode", "SynthesisOptions"]

@@ -8,13 +8,16 @@ a direct invoke may instead spill the audio to the output bucket and reply with 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, overload
 
-from function.audio import encode
+from function.audio import encode, output_rate
 from function.errors import OutputTooLarge
 from function.storage import Written, store
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from function.engine import Engine
     from function.options import SynthesisOptions
     from function.settings import Settings
@@ -22,23 +25,38 @@ if TYPE_CHECKING:
 
 @overload
 def reply_audio(
-    options: SynthesisOptions, engine: Engine, settings: Settings, spill: None = None
+    options: SynthesisOptions,
+    engine: Engine,
+    settings: Settings,
+    spill: None = None,
+    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes: ...
 @overload
 def reply_audio(
-    options: SynthesisOptions, engine: Engine, settings: Settings, spill: str
+    options: SynthesisOptions,
+    engine: Engine,
+    settings: Settings,
+    spill: str,
+    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes | Written: ...
 def reply_audio(
-    options: SynthesisOptions, engine: Engine, settings: Settings, spill: str | None = None
+    options: SynthesisOptions,
+    engine: Engine,
+    settings: Settings,
+    spill: str | None = None,
+    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes | Written:
     """The encoded audio when it fits a synchronous response. When it does not: with `spill` (a key
-    folder) and an output bucket, the object written under it; otherwise OutputTooLarge."""
-    data = encode(engine.stream(options), options.format, engine.sample_rate)
+    folder) and an output bucket, the object written under it; otherwise OutputTooLarge. `chunks`: the
+    engine's stream for `options`, when the caller holds it already (to measure it)."""
+    audio = engine.stream(options) if chunks is None else chunks
+    data = encode(audio, options.format, engine.sample_rate, options.sample_rate)
     if settings.fits_response(len(data)):
         return data
     if spill is not None and settings.output_bucket is not None:
         key = f"{settings.output_prefix}{spill}/{uuid.uuid4().hex}.{options.format}"
-        store(settings.output_bucket, key, data, options.format, engine.sample_rate)
+        rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
+        store(settings.output_bucket, key, data, options.format, rate)
         return Written(settings.output_bucket, key, existed=False)
     bucket_hint = ", set COSYVOICE_OUTPUT_BUCKET to receive it from S3" if spill is not None else ""
     raise OutputTooLarge(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,6 +20,7 @@ from function.options import MAX_SPEED, MIN_SPEED, SynthesisOptions
 _FORMAT: dict[str, Any] = {"enum": list(FORMATS)}
 _SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
+OPENAI_SAMPLE_RATE = 24000  # OpenAI's speech is 24 kHz; its pcm is that rate with no header to say so
 
 
 class SpeechRequest(BaseModel):
@@ -36,7 +37,9 @@ class SpeechRequest(BaseModel):
     format: str = Field("wav", description="Audio format of the response.", json_schema_extra=_FORMAT)
     speed: float = Field(1.0, description="Tempo factor.", json_schema_extra=_SPEED)
     seed: int | None = Field(None, description="Same seed and options, same audio.")
-    stream: bool = Field(False, description="Send audio as it is made (chunked; wav and pcm stream best).")
+    stream: bool = Field(
+        False, description="Send audio as it is made (chunked: wav, pcm per chunk; opus, ogg per page)."
+    )
 
     def to_options(self) -> SynthesisOptions:
         return SynthesisOptions(
@@ -72,26 +75,49 @@ class SpeechJob(SpeechRequest):
         return f"{self.id}.{self.format}"
 
 
+class OpenAIVoice(BaseModel):
+    """OpenAI's voice object ({"id": "voice_1234"}); here the id is a voice name like the string form."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str
+
+
 class OpenAISpeechRequest(BaseModel):
-    """POST /v1/audio/speech, as OpenAI's API takes it. `voice` is a built-in speaker; `model` is
-    accepted and ignored (one model per deployment)."""
+    """POST /v1/audio/speech, as OpenAI's API takes it. `voice`: an OpenAI voice name (mapped onto a
+    built-in speaker, see GET /v1/speakers) or a built-in speaker; `model` is accepted and ignored (one
+    model per deployment). The audio is 24 kHz, as OpenAI's is. `seed` is this API's own addition."""
 
     model_config = ConfigDict(extra="ignore", strict=True)  # newer SDKs send fields we need not know
 
     model: str = Field(examples=["cosyvoice-300m-sft"])
     input: str = Field(examples=["Hello from CosyVoice."])
-    voice: str
-    instructions: str | None = None
+    voice: str | OpenAIVoice = Field(examples=["alloy"])
+    instructions: str | None = Field(
+        None, description="Style prompt: used by -Instruct models; elsewhere ignored (X-Instructions says)."
+    )
     response_format: str = Field("mp3", json_schema_extra=_FORMAT)
     speed: float = Field(1.0, json_schema_extra=_SPEED)
+    stream_format: Literal["audio", "sse"] | None = Field(
+        None, description="audio: chunked bytes as made; sse: speech.audio.delta events. Absent: whole."
+    )
+    seed: int | None = Field(None, description="Same seed and options, same audio (not in OpenAI's API).")
 
-    def to_options(self) -> SynthesisOptions:
+    @property
+    def voice_name(self) -> str:
+        return self.voice if isinstance(self.voice, str) else self.voice.id
+
+    def to_options(self, speaker: str, instruct: str | None) -> SynthesisOptions:
+        """The options for `speaker` (the voice resolved by function.voices) and the instruction to apply."""
         return SynthesisOptions(
             text=self.input,
-            speaker=self.voice,
-            instruct=self.instructions,
+            speaker=speaker,
+            instruct=instruct,
             format=self.response_format,
+            sample_rate=OPENAI_SAMPLE_RATE,
             speed=self.speed,
+            seed=self.seed,
+            stream=self.stream_format is not None,
         )
 
 
@@ -137,7 +163,9 @@ def parse(model: type[BaseModel], data: Any) -> Any:
 __all__ = [
     "ErrorBody",
     "JOB_ID_PATTERN",
+    "OPENAI_SAMPLE_RATE",
     "OpenAISpeechRequest",
+    "OpenAIVoice",
     "SpeechJob",
     "SpeechRequest",
     "decode_base64_audio",

@@ -10,15 +10,18 @@ COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
 COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
                                 else 0 = no limit
+COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
+                                or adds entries of function.voices.DEFAULT_VOICES; default "" (as it is)
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from function.options import DEFAULT_MAX_TEXT_CHARS
+from function.voices import DEFAULT_VOICES, VoiceTableError, parse_voices
 
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -42,6 +45,7 @@ class Settings:
     threads: int | None = None  # None: every CPU the process may use
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
+    voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VOICES))  # OpenAI name → speaker
 
     @property
     def artifact_on_s3(self) -> bool:
@@ -66,6 +70,10 @@ class Settings:
             env, "COSYVOICE_MAX_RESPONSE_BYTES", LAMBDA_PAYLOAD_LIMIT if in_lambda else 0, 0
         )
         threads = _int(env, "COSYVOICE_THREADS", 0, 0)
+        try:
+            voices = parse_voices(env.get("COSYVOICE_VOICES", ""))
+        except VoiceTableError as exc:
+            raise SettingsError(f"COSYVOICE_VOICES: {exc}") from None
         return cls(
             artifact=artifact,
             output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
@@ -76,6 +84,7 @@ class Settings:
             threads=threads or None,
             max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
             max_response_bytes=response_limit or None,
+            voices=voices,
         )
 
 

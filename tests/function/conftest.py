@@ -5,6 +5,8 @@ Everything runs the real engine on the session's tiny artifact (tests marked `en
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -17,6 +19,9 @@ from typing import Any
 
 import httpx
 import pytest
+
+from function.contract import MANIFEST_FILE
+from function.local.invoke import LocalLambda
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events"
@@ -69,24 +74,31 @@ def stop(process: subprocess.Popen[Any]) -> None:
         process.wait()
 
 
+def local_lambda(artifact: str, snapstart: bool = False, clones: int = 0, **env: str) -> LocalLambda:
+    """The handler under the real runtime client against a local Runtime API (enter it to start)."""
+    return LocalLambda(
+        clean_env(COSYVOICE_ARTIFACT=artifact, **env),
+        snapstart=snapstart,
+        clones=clones,
+        handler=HANDLER,
+        timeout=300,
+    )
+
+
 @pytest.fixture(scope="session")
 def artifact_location(tiny_artifact: Path) -> str:
     return str(tiny_artifact)
 
 
-@pytest.fixture(scope="session")
-def server(artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`python -m function serve` on a loopback port, with small limits so the limit tests stay small."""
+@contextlib.contextmanager
+def serving(artifact: str, log: Path, **env: str) -> Iterator[str]:
+    """`python -m function serve` on a loopback port until the block ends; yields its URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    env = clean_env(
-        COSYVOICE_MAX_TEXT_CHARS=str(MAX_TEXT_CHARS), COSYVOICE_MAX_BODY_BYTES=str(MAX_BODY_BYTES)
-    )
     with log.open("w") as sink:
         process = subprocess.Popen(
-            [*CLI, "serve", "--artifacts", artifact_location, "--port", str(port), "--log-level", "warning"],
+            [*CLI, "serve", "--artifacts", artifact, "--port", str(port), "--log-level", "warning"],
             cwd=ROOT,
-            env=env,
+            env=clean_env(**env),
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
@@ -96,6 +108,30 @@ def server(artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> 
         yield url
     finally:
         stop(process)
+
+
+@pytest.fixture(scope="session")
+def server(artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server on the tiny artifact, with small limits so the limit tests stay small."""
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    limits = dict(COSYVOICE_MAX_TEXT_CHARS=str(MAX_TEXT_CHARS), COSYVOICE_MAX_BODY_BYTES=str(MAX_BODY_BYTES))
+    with serving(artifact_location, log, **limits) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def instruct_artifact(tiny_artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny artifact as if exported from a CosyVoice-300M-Instruct directory: the manifest's source
+    name is what marks an -Instruct model (function.voices.takes_instructions); the files are links."""
+    path = tmp_path_factory.mktemp("instruct") / "artifact"
+    path.mkdir()
+    for file in tiny_artifact.iterdir():
+        if file.name != MANIFEST_FILE:
+            (path / file.name).symlink_to(file)
+    manifest = json.loads((tiny_artifact / MANIFEST_FILE).read_text())
+    manifest["source"]["name"] = "CosyVoice-300M-Instruct"
+    (path / MANIFEST_FILE).write_text(json.dumps(manifest, ensure_ascii=False))
+    return path
 
 
 @pytest.fixture(scope="session")

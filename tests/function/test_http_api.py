@@ -52,7 +52,13 @@ def test_speakers_lists_the_models_voices(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize(
     ("fmt", "media"),
-    [("wav", "audio/wav"), ("flac", "audio/flac"), ("ogg", "audio/ogg"), ("mp3", "audio/mpeg")],
+    [
+        ("wav", "audio/wav"),
+        ("flac", "audio/flac"),
+        ("ogg", "audio/ogg"),
+        ("opus", "audio/ogg; codecs=opus"),
+        ("mp3", "audio/mpeg"),
+    ],
 )
 def test_tts_returns_decodable_audio_in_each_format(client: httpx.Client, fmt: str, media: str) -> None:
     response = tts(client, format=fmt)
@@ -188,12 +194,18 @@ def test_prompt_audio_clones_or_is_refused_cleanly(client: httpx.Client) -> None
     [
         ({"model": "tts-1", "input": "hi", "voice": "nobody"}, 400, "unknown_speaker"),
         (
-            {"model": "tts-1", "input": "hi", "voice": SPEAKER, "response_format": "opus"},
+            {"model": "tts-1", "input": "hi", "voice": SPEAKER, "response_format": "aac"},
             400,
             "unsupported_format",
         ),
         ({"model": "tts-1", "input": "hi", "voice": SPEAKER, "speed": 4.0}, 400, "invalid_request"),
         ({"model": "tts-1", "voice": SPEAKER}, 422, "invalid_request"),
+        (
+            {"model": "tts-1", "input": "hi", "voice": SPEAKER, "stream_format": "chunks"},
+            422,
+            "invalid_request",
+        ),
+        ({"model": "tts-1", "input": "hi", "voice": {"name": SPEAKER}}, 422, "invalid_request"),
     ],
 )
 def test_bad_openai_requests(client: httpx.Client, body: dict[str, Any], status: int, code: str) -> None:

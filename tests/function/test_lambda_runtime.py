@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 import soundfile
-from conftest import EVENTS, HANDLER, SPEAKER, clean_env
+from conftest import EVENTS, SPEAKER, clean_env, local_lambda
 
 from function.local.invoke import LocalLambda, RuntimeFailed
 
@@ -25,16 +25,6 @@ pytestmark = pytest.mark.engine
 
 EVENT_FILES = sorted(EVENTS.glob("*.json"))
 DIRECT = {"text": "Hello there.", "speaker": SPEAKER, "format": "pcm"}
-
-
-def local_lambda(artifact: str, snapstart: bool = False, clones: int = 0, **env: str) -> LocalLambda:
-    return LocalLambda(
-        clean_env(COSYVOICE_ARTIFACT=artifact, **env),
-        snapstart=snapstart,
-        clones=clones,
-        handler=HANDLER,
-        timeout=300,
-    )
 
 
 def wait_for_record(runtime: LocalLambda, event: str, count: int = 1) -> list[dict[str, Any]]:

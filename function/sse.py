@@ -1,0 +1,51 @@
+"""OpenAI's speech event stream (`stream_format="sse"`): the encoded audio as base64 `speech.audio.delta`
+events, then one `speech.audio.done` carrying usage, each a `data: {json}` line pair (text/event-stream).
+
+The deltas join into the file the same request would get without events (a streamed wav's header says
+"unknown length"). Usage: input tokens are the text's tokens (the model's BPE); output tokens are the
+speech tokens the audio spans, at the model's token rate (50 per second of audio for CosyVoice v1).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+MEDIA_TYPE = "text/event-stream"
+
+
+class SpeechEvents:
+    """One request's event stream: `measure` the engine's chunks on their way to the encoder, then
+    `events` turns the encoded pieces into the stream."""
+
+    def __init__(self, input_tokens: int, sample_rate: int, token_rate: float) -> None:
+        self.input_tokens = input_tokens
+        self._samples_per_token = sample_rate / token_rate
+        self._samples = 0
+
+    def measure(self, chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+        """The chunks (at the model's rate) unchanged, counted for the usage."""
+        for chunk in chunks:
+            self._samples += len(chunk)
+            yield chunk
+
+    def usage(self) -> dict[str, int]:
+        inputs, outputs = self.input_tokens, round(self._samples / self._samples_per_token)
+        return {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs}
+
+    def events(self, pieces: Iterable[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            if piece:
+                yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode("ascii")})
+        yield _event({"type": "speech.audio.done", "usage": self.usage()})
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode("ascii") + b"\n\n"
+
+
+__all__ = ["MEDIA_TYPE", "SpeechEvents"]
