@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from function.audio import encode
+from function.audio import encode, output_rate
 from function.errors import InvalidRequest, TTSError
 from function.model import get_engine
 from function.schema import SpeechJob, parse
@@ -42,8 +42,9 @@ def write_job(job: SpeechJob, settings: Settings, max_text_chars: int) -> Writte
     if exists(settings.output_bucket, key):
         return Written(settings.output_bucket, key, existed=True)
     engine = get_engine()
-    data = encode(engine.stream(options), options.format, engine.sample_rate)
-    store(settings.output_bucket, key, data, options.format, engine.sample_rate, job.id)
+    data = encode(engine.stream(options), options.format, engine.sample_rate, options.sample_rate)
+    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
+    store(settings.output_bucket, key, data, options.format, rate, job.id)
     return Written(settings.output_bucket, key, existed=False)
 
 

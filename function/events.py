@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from function.audio import media_type
+from function.audio import media_type, output_rate
 from function.batch import write_job
 from function.errors import TTSError
 from function.model import get_engine
@@ -61,18 +61,19 @@ def direct_invoke(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
         job = parse(SpeechJob, event)
         if job.id is not None or job.output_key is not None:
             written = write_job(job, settings, settings.max_text_chars)
-            return location(written, job.format, get_engine().sample_rate)
+            return location(written, job.format, output_rate(job.format, get_engine().sample_rate))
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
         audio = reply_audio(options, engine, settings, spill="direct")
+        rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
         if isinstance(audio, bytes):
             return {
                 "format": options.format,
                 "content_type": media_type(options.format),
-                "sample_rate": engine.sample_rate,
+                "sample_rate": rate,
                 "audio": base64.b64encode(audio).decode("ascii"),
             }
-        return location(audio, options.format, engine.sample_rate)
+        return location(audio, options.format, rate)
     except TTSError as exc:
         return exc.to_dict()
 

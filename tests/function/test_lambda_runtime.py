@@ -138,6 +138,14 @@ def test_direct_invoke_with_an_id_writes_to_s3(
     assert decode_audio(httpx.get(reply["url"]).content) > 0  # the presigned URL works
 
 
+@pytest.mark.parametrize("fmt", ["wav", "opus"])
+def test_direct_invoke_reports_the_rate_its_audio_is_written_at(runtime: LocalLambda, fmt: str) -> None:
+    reply = runtime.invoke({**DIRECT, "format": fmt}).json()
+    _, rate = soundfile.read(io.BytesIO(base64.b64decode(reply["audio"])))
+    assert reply["sample_rate"] == rate  # opus files are 24 kHz whatever the model's rate
+    assert rate == (24000 if fmt == "opus" else 22050)
+
+
 def test_a_response_too_large_for_lambda_is_a_413_pointing_to_the_batch_path(artifact_location: str) -> None:
     event = json.loads((EVENTS / "http-api-tts.json").read_text())
     # Room for the envelope and a few bytes: any real audio is over the limit.
