@@ -37,6 +37,7 @@ from snapshot_restore_py import register_after_restore, register_before_snapshot
 from function.aws import reset_clients, s3_client
 from function.batch import handle_sqs
 from function.events import UnsupportedEvent, direct_invoke, event_kind
+from function.frontend import load_normalizer
 from function.settings import get_settings
 from function.startup import STARTUP
 
@@ -72,6 +73,7 @@ def _before_snapshot() -> None:
     if _settings.warmup:
         with STARTUP.phase("warm_up"):
             ENGINE.warm_up()
+    load_normalizer()  # the text graphs' reading (started after the model load) ends inside the snapshot
     STARTUP.since_start("ready")
     STARTUP.emit("snapshot")
 

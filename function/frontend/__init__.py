@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from function.frontend.fst import load as load_normalizer
 from function.frontend.fst import preload as preload_normalizer
 from function.frontend.language import contains_chinese, is_only_punctuation, language_of
 from function.frontend.normalize import normalize
@@ -42,6 +43,7 @@ __all__ = [
     "contains_chinese",
     "is_only_punctuation",
     "normalize_text",
+    "load_normalizer",
     "preload_normalizer",
     "prepare_text",
 ]

@@ -126,11 +126,16 @@ def graphs(language: Language) -> Graphs:
         return _graphs[language]
 
 
+def load() -> None:
+    """Every language's graphs, read now (or joined, where `preload` is reading them)."""
+    for language in get_args(Language):
+        graphs(language)
+
+
 def _read_quietly() -> None:
     # A failure here is raised again, with its message, by the first `graphs()` of a request.
     with suppress(Exception):
-        for language in get_args(Language):
-            graphs(language)
+        load()
 
 
 def preload() -> None:
@@ -144,6 +149,7 @@ __all__ = [
     "Graphs",
     "MissingGraphs",
     "graphs",
+    "load",
     "preload",
     "reorder",
     "wheel_root",

@@ -77,6 +77,17 @@ def test_a_failed_preload_is_raised_by_the_request_that_needs_the_graphs(
         fst.graphs("en")
 
 
+def test_load_leaves_every_language_read_and_raises_what_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SnapStart hook's call: once it returns, the snapshot holds both languages' graphs."""
+    monkeypatch.setattr(fst, "_graphs", {})
+    fst.load()
+    assert set(fst._graphs) == {"zh", "en"}
+    monkeypatch.setattr(fst, "_graphs", {})
+    monkeypatch.setattr(fst.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(fst.MissingGraphs, match="wetext package is not installed"):
+        fst.load()
+
+
 def test_graph_files_are_the_wheels() -> None:
     root = fst.wheel_root()
     assert all((root / name).is_file() for name in fst.GRAPH_FILES)
