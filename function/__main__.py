@@ -1,4 +1,4 @@
-"""`python -m function COMMAND`: serve, invoke, synth, speakers (the pattern is function.cli's)."""
+"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify (the pattern is function.cli's)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ COMMANDS = (
     "function.local.invoke",
     "function.cli_synth",
     "function.cli_speakers",
+    "function.cli_verify",
 )
 
 

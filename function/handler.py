@@ -26,7 +26,9 @@ INIT_TYPE = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
 SNAPSTART = INIT_TYPE == "snap-start"
 # First thing at INIT: start the model load, then import the rest while its sessions are created (that
 # releases the GIL).
-model.start_loading(warm_up=False if SNAPSTART else None)
+# A snapshot or a provisioned environment is initialised before anyone calls: there the artifact's sha256
+# are checked too (~3 s for fp32), so a damaged file fails INIT instead of speaking noise.
+model.start_loading(warm_up=False if SNAPSTART else None, verify_hashes=INIT_TYPE != "on-demand")
 
 import random
 from functools import cache

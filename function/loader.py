@@ -22,12 +22,14 @@ WORKERS = 16
 ATTEMPTS = 3  # botocore retries failed requests, not bodies cut off mid-read: retry those here
 
 
-def open_artifact(location: str) -> Artifact:
+def open_artifact(location: str, verify_hashes: bool = False) -> Artifact:
+    """A directory (mapped) or s3://bucket/prefix (read into memory). Sizes are always checked; with
+    verify_hashes every file's sha256 too (~1 s per GB: for INITs nobody waits for, and `verify`)."""
     if location.startswith("s3://"):
         from function.aws import s3_client
 
-        return read_s3_artifact(location, s3_client())
-    return Artifact.open(location)
+        return read_s3_artifact(location, s3_client(), verify_hashes=verify_hashes)
+    return Artifact.open(location, verify_hashes)
 
 
 def parse_s3_url(url: str) -> tuple[str, str]:
@@ -49,7 +51,9 @@ class _Part:
     into: memoryview  # where in the shared buffer those bytes go
 
 
-def read_s3_artifact(url: str, client: Any, workers: int = WORKERS, part_bytes: int = PART_BYTES) -> Artifact:
+def read_s3_artifact(
+    url: str, client: Any, workers: int = WORKERS, part_bytes: int = PART_BYTES, verify_hashes: bool = False
+) -> Artifact:
     bucket, prefix = parse_s3_url(url)
     manifest_bytes = _get(client, bucket, prefix + MANIFEST_FILE, url)
     try:
@@ -66,7 +70,7 @@ def read_s3_artifact(url: str, client: Any, workers: int = WORKERS, part_bytes: 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         # list() re-raises the first failure here, in INIT.
         list(pool.map(lambda part: _fetch(client, bucket, part, url), parts))
-    return Artifact.from_files(files)
+    return Artifact.from_files(files, verify_hashes)
 
 
 def one_buffer(sizes: Mapping[str, int]) -> dict[str, memoryview]:

@@ -21,18 +21,18 @@ if TYPE_CHECKING:
 class _Loader:
     """The engine loading on a thread of its own; `result()` joins it and re-raises what it raised."""
 
-    def __init__(self, settings: Settings, warm_up: bool) -> None:
+    def __init__(self, settings: Settings, warm_up: bool, verify_hashes: bool) -> None:
         self._engine: Engine | None = None
         self._error: BaseException | None = None
         # A daemon: if INIT fails elsewhere meanwhile, the process exits without waiting for the load.
         self._thread = threading.Thread(
-            target=self._run, args=(settings, warm_up), name="cosyvoice-load", daemon=True
+            target=self._run, args=(settings, warm_up, verify_hashes), name="cosyvoice-load", daemon=True
         )
         self._thread.start()
 
-    def _run(self, settings: Settings, warm_up: bool) -> None:
+    def _run(self, settings: Settings, warm_up: bool, verify_hashes: bool) -> None:
         try:
-            self._engine = _create(settings, warm_up)
+            self._engine = _create(settings, warm_up, verify_hashes)
         except BaseException as exc:  # whatever it is, the joining thread raises it instead of waiting
             self._error = exc
 
@@ -51,9 +51,10 @@ _engine: Engine | None = None
 _loader: _Loader | None = None
 
 
-def start_loading(warm_up: bool | None = None) -> None:
+def start_loading(warm_up: bool | None = None, verify_hashes: bool = False) -> None:
     """Start loading the process's engine and return while sessions are being created; `get_engine()`
-    waits for it. warm_up: None follows COSYVOICE_WARMUP (False under SnapStart: its hook warms up)."""
+    waits for it. warm_up: None follows COSYVOICE_WARMUP (False under SnapStart: its hook warms up);
+    verify_hashes: check every artifact file's sha256 first (where no caller waits for the INIT)."""
     global _loader
     with _lock:
         if _engine is not None or _loader is not None:
@@ -61,7 +62,7 @@ def start_loading(warm_up: bool | None = None) -> None:
         settings = get_settings()
         startup.STARTUP.lap("process")
         _runtime_import()
-        _loader = _Loader(settings, settings.warmup if warm_up is None else warm_up)
+        _loader = _Loader(settings, settings.warmup if warm_up is None else warm_up, verify_hashes)
 
 
 def get_engine(warm_up: bool | None = None) -> Engine:
@@ -79,7 +80,7 @@ def get_engine(warm_up: bool | None = None) -> Engine:
                     settings = get_settings()
                     startup.STARTUP.lap("process")
                     _runtime_import()
-                    engine = _create(settings, settings.warmup if warm_up is None else warm_up)
+                    engine = _create(settings, settings.warmup if warm_up is None else warm_up, False)
                 startup.STARTUP.since_start("ready")
                 _engine = engine
     return _engine
@@ -97,13 +98,13 @@ def _runtime_import() -> None:
     startup.STARTUP.lap("runtime_import")
 
 
-def _create(settings: Settings, warm_up: bool) -> Engine:
+def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
     from function.engine import Engine
     from function.frontend import preload_normalizer
     from function.loader import open_artifact
 
     with startup.STARTUP.phase("artifact_fetch"):
-        artifact = open_artifact(settings.artifact)
+        artifact = open_artifact(settings.artifact, verify_hashes)
     with startup.STARTUP.phase("session_creation"):
         engine = Engine.load(artifact, settings.threads)
     if warm_up:

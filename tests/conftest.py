@@ -7,11 +7,14 @@ torch for them (runtime tests stay torch-free).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from function.contract import WEIGHTS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,3 +41,16 @@ def tiny_artifact(tiny_model_dir: Path) -> Path:
     result = run_cli("-m", "export", str(tiny_model_dir), str(path))
     assert result.returncode == 0, result.stderr
     return path
+
+
+@pytest.fixture
+def damaged_artifact(tiny_artifact: Path, tmp_path: Path) -> Path:
+    """The tiny artifact with one byte of weights.bin flipped: same size, other contents."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(tiny_artifact, copy)
+    with (copy / WEIGHTS_FILE).open("r+b") as weights:
+        weights.seek(100_000)
+        byte = weights.read(1)
+        weights.seek(100_000)
+        weights.write(bytes([byte[0] ^ 0xFF]))
+    return copy

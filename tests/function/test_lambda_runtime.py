@@ -185,6 +185,20 @@ def test_snapstart_runs_init_then_snapshot_hooks_then_restore_then_invocations(
         assert paths[:2] == ["/2018-06-01/runtime/restore/next", "/2018-06-01/runtime/invocation/next"]
 
 
+def test_a_damaged_artifact_fails_a_snapshot_init_but_an_on_demand_one_only_checks_sizes(
+    damaged_artifact: Path,
+) -> None:
+    """Flipped bytes (same size) are found where INIT has time for the sha256 (SnapStart, provisioned);
+    an on-demand INIT, on a caller's clock, checks sizes only."""
+    damaged = str(damaged_artifact)
+    runtime = local_lambda(damaged, snapstart=True)
+    with runtime, pytest.raises(RuntimeFailed, match="does not match its sha256"):
+        runtime.wait_init()
+    with local_lambda(damaged) as on_demand:
+        on_demand.wait_init()
+        assert on_demand.invoke(DIRECT).ok
+
+
 def test_clones_of_one_snapshot_draw_different_random_streams(artifact_location: str) -> None:
     seeded = {**DIRECT, "seed": 11}
     unseeded, pinned = [], []

@@ -70,6 +70,18 @@ def test_speakers_without_an_artifact_is_one_line(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "manifest.json is missing" in result.stderr
 
 
+def test_verify_passes_a_good_artifact_and_names_a_damaged_file(
+    tiny_artifact: Path, damaged_artifact: Path, tmp_path: Path
+) -> None:
+    good = cli("verify", "--artifacts", tiny_artifact, cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert "sha256 match the manifest" in good.stdout
+    bad = cli("verify", "--artifacts", damaged_artifact, cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    expected = "function: error: artifact file weights.bin does not match its sha256 in the manifest\n"
+    assert bad.stderr == expected
+
+
 @pytest.mark.parametrize("mode", ["sft", "instruct", "zero_shot", "cross_lingual"])
 def test_synth_every_mode_writes_a_wav(
     tiny_artifact: Path, tmp_path: Path, prompt_wav: Path, mode: str
