@@ -39,7 +39,7 @@ def test_start_loading_returns_while_the_model_loads_and_get_engine_joins(
 ) -> None:
     release, engine = threading.Event(), object()
 
-    def create(settings: Settings, warm_up: bool) -> Any:
+    def create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Any:
         with record.phase("session_creation"):
             if not release.wait(timeout=10):  # a synchronous start_loading would wait here, then fail
                 raise TimeoutError("start_loading waited for the load")
@@ -62,7 +62,7 @@ def test_start_loading_returns_while_the_model_loads_and_get_engine_joins(
 def test_a_failed_background_load_raises_its_own_error_when_joined(
     record: startup.StartupRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def create(settings: Settings, warm_up: bool) -> Any:
+    def create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Any:
         raise ArtifactError("graph flow_estimator could not be loaded: broken")
 
     monkeypatch.setattr(model, "_create", create)
