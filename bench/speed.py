@@ -106,7 +106,7 @@ def table(
         add(
             f"LLM ms/token at {context} positions",
             {n: _step_ms(r, context) for n, r in all_runs.items()},
-            lambda v: plain(v, 1),
+            _ms,
         )
     add("decode weight-read floor, ms/token", {n: _floor_ms(d) for n, d in results.items()}, _ms)
     for context in (CONTEXTS[0], CONTEXTS[-1]):

@@ -37,9 +37,10 @@ def decode_threads(cpus: int, quantization: str) -> int:
 
     A step is a chain of matrix-vector products bound by memory bandwidth. The int8/int4 kernels
     (MatMulNBits) stream their weights at the one-core floor: on two cores one thread decodes as fast as
-    two and leaves the other core to the flow and vocoder (streamed requests ~25 % sooner, measured with
-    `python -m bench speed`). The fp32 kernels read unpacked weights and gain from a second thread
-    (~30 ms → ~23 ms a step), as both do once there are more cores; beyond two, bandwidth is saturated."""
+    two and leaves the other core to the flow and vocoder (streamed int8 requests ran ~8 % sooner than
+    with two decode threads, alternating runs of the 10 s utterance). The fp32 kernels read unpacked
+    weights and gain from a second thread (~30 ms → ~23 ms a step), as both do once there are more
+    cores; beyond two, bandwidth is saturated."""
     return 1 if cpus <= 2 and quantization != "fp32" else min(cpus, 2)
 
 

@@ -80,7 +80,9 @@ def get_engine(warm_up: bool | None = None) -> Engine:
                     settings = get_settings()
                     startup.STARTUP.lap("process")
                     _runtime_import()
-                    engine = _create(settings, settings.warmup if warm_up is None else warm_up, False)
+                    engine = _create(
+                        settings, settings.warmup if warm_up is None else warm_up, verify_hashes=False
+                    )
                 startup.STARTUP.since_start("ready")
                 _engine = engine
     return _engine
