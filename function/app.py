@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.audio import iter_encode, media_type, output_rate
+from function.deadline import Deadline, http_deadline
 from function.errors import TTSError
 from function.formats import FORMATS
 from function.model import get_engine, loaded_engine
@@ -42,8 +43,12 @@ logger = logging.getLogger(__name__)
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Invalid request (bad values, unknown speaker or format)."},
-    413: {"model": ErrorBody, "description": "Text, body or audio too large for this path."},
+    413: {
+        "model": ErrorBody,
+        "description": "Text, body or audio too large for this path, or more work than its time allows.",
+    },
     422: {"model": ErrorBody, "description": "The body does not match the schema (types, missing fields)."},
+    504: {"model": ErrorBody, "description": "Synthesis stopped at the request's time limit."},
 }
 _AUDIO: dict[int | str, dict[str, Any]] = {
     200: {"description": "Encoded audio.", "content": {f.media_type: {} for f in FORMATS.values()}},
@@ -60,15 +65,23 @@ _SPEECH: dict[int | str, dict[str, Any]] = {
 INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
 
 
+def _deadline(request: Request) -> Deadline | None:
+    return http_deadline(request.scope, get_settings().max_request_seconds)
+
+
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def synthesize_response(
-    options: SynthesisOptions, headers: dict[str, str] | None = None, events: SpeechEvents | None = None
+    options: SynthesisOptions,
+    deadline: Deadline | None,
+    headers: dict[str, str] | None = None,
+    events: SpeechEvents | None = None,
 ) -> Response:
     """Run the engine and encode; streamed (chunked) when asked and the transport allows it. With
-    `events`, the audio leaves as OpenAI's speech event stream."""
+    `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before
+    `deadline` is refused before it starts, and stopped when it runs over."""
     settings = get_settings()
     options = options.validated(settings.max_text_chars)
     engine = get_engine()
@@ -77,7 +90,7 @@ def synthesize_response(
     media = EVENT_STREAM if events is not None else media_type(options.format)
     # Lambda (Mangum) buffers every response, so streaming there would only dodge the size check.
     if options.stream and settings.max_response_bytes is None:
-        chunks = engine.stream(options)
+        chunks = engine.stream(options, deadline)
         # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
         first = next(chunks, None)
         audio: Iterator[Any] = chain([] if first is None else [first], chunks)
@@ -88,12 +101,13 @@ def synthesize_response(
             body if events is None else events.events(body), media_type=media, headers=headers
         )
     if events is None:
-        return Response(reply_audio(options, engine, settings), media_type=media, headers=headers)
-    data = reply_audio(options, engine, settings, chunks=events.measure(engine.stream(options)))
+        data = reply_audio(options, engine, settings, chunks=engine.stream(options, deadline))
+        return Response(data, media_type=media, headers=headers)
+    data = reply_audio(options, engine, settings, chunks=events.measure(engine.stream(options, deadline)))
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
 
 
-def openai_speech_response(request: OpenAISpeechRequest) -> Response:
+def openai_speech_response(request: OpenAISpeechRequest, deadline: Deadline | None) -> Response:
     """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
     (X-Instructions says which), then synthesized like /v1/tts."""
     settings = get_settings()
@@ -113,7 +127,7 @@ def openai_speech_response(request: OpenAISpeechRequest) -> Response:
         text_tokens = len(engine.tokenizer.encode(request.input))
         token_rate = engine.artifact.manifest.params.flow.input_frame_rate
         events = SpeechEvents(text_tokens, engine.sample_rate, token_rate)
-    return synthesize_response(options, headers, events)
+    return synthesize_response(options, deadline, headers, events)
 
 
 def create_app() -> FastAPI:
@@ -124,14 +138,14 @@ def create_app() -> FastAPI:
     )
 
     @app.post("/v1/tts", response_class=Response, responses=_AUDIO, summary="Synthesize speech")
-    def tts(request: SpeechRequest) -> Response:
-        return synthesize_response(request.to_options())
+    def tts(body: SpeechRequest, request: Request) -> Response:
+        return synthesize_response(body.to_options(), _deadline(request))
 
     @app.post(
         "/v1/audio/speech", response_class=Response, responses=_SPEECH, summary="OpenAI-compatible speech"
     )
-    def openai_speech(request: OpenAISpeechRequest) -> Response:
-        return openai_speech_response(request)
+    def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
+        return openai_speech_response(body, _deadline(request))
 
     @app.get("/v1/speakers", summary="Built-in speakers, and the OpenAI voice names mapped onto them")
     def speakers() -> dict[str, Any]:

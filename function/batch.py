@@ -56,7 +56,7 @@ def process_record(record: Mapping[str, Any], settings: Settings) -> Written:
     job = parse(SpeechJob, body)
     if job.id is None:
         raise InvalidRequest("id is required on the batch path")
-    return write_job(job, settings, settings.batch_max_text_chars)
+    return write_job(job, settings, settings.job_max_text_chars)
 
 
 def handle_sqs(event: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:

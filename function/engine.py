@@ -20,6 +20,7 @@ through the flow in one call, as upstream does.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from function.artifact import Artifact
+from function.budget import SpeedMeter
+from function.deadline import Deadline, DeadlineExceeded
 from function.errors import InvalidRequest, UnknownSpeaker
 from function.flow import Flow
 from function.frontend import TextTokenizer, normalize_text, prepare_text
@@ -70,6 +73,7 @@ class Engine:
             for name, embedding in artifact.manifest.speakers.items()
         }
         self._entropy = np.random.SeedSequence()
+        self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
@@ -100,6 +104,11 @@ class Engine:
     @property
     def sample_rate(self) -> int:
         return self.artifact.manifest.sample_rate
+
+    @property
+    def token_rate(self) -> float:
+        """Speech tokens per second of audio."""
+        return self.artifact.manifest.params.flow.input_frame_rate
 
     @property
     def speakers(self) -> list[str]:
@@ -152,18 +161,34 @@ class Engine:
             prompt_mel=np.zeros((1, 0, n_mels), dtype=np.float32),
         )
 
-    def stream(self, options: SynthesisOptions) -> Iterator[np.ndarray]:
-        """Audio as float32 mono chunks in [-1, 1]. With options.stream, the first chunk comes early."""
-        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
-        voice = self.voice(options)
-        segments = prepare_text(options.text, self.tokenizer)
+    def segments(self, text: str) -> list[str]:
+        """The normalised text segments a request is synthesised in, one after another."""
+        segments = prepare_text(text, self.tokenizer)
         if not segments:
             raise InvalidRequest("text has nothing to speak (only punctuation or symbols)")
+        return segments
+
+    def stream(
+        self, options: SynthesisOptions, deadline: Deadline | None = None, only: range | None = None
+    ) -> Iterator[np.ndarray]:
+        """Audio as float32 mono chunks in [-1, 1]. With options.stream, the first chunk comes early.
+
+        deadline: refuse up front (function.budget.OverBudget) what is not expected to finish before it,
+        and stop at it (DeadlineExceeded). only: synthesise just these segments of the text (a job's
+        next part), with the randomness they get in a run of the whole text."""
+        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
+        voice = self.voice(options)
+        segments = self.segments(options.text)
+        chosen = range(len(segments)) if only is None else range(len(segments))[only.start : only.stop]
+        if deadline is not None:
+            picked = [segments[index] for index in chosen]
+            self.speed.check(picked, len(options.text), self.token_rate, deadline)
         seeds = self._seeds(options.seed)
         # Fresh generators per segment (LLM, flow noise, vocoder source): what one segment draws cannot
         # shift the next one's randomness, whatever the chunking. Spawned in segment order, up front.
-        rngs = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
-        texts = [self._tokens(segment) for segment in segments]
+        every = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
+        rngs = [every[index] for index in chosen]
+        texts = [self._tokens(segments[index]) for index in chosen]
 
         def speech_tokens() -> Iterator[int | None]:
             """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
@@ -173,11 +198,20 @@ class Engine:
                 )
                 yield None
 
+        # Busy time: while this generator runs, not while its consumer holds it (a slow client).
+        busy = 0.0
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
-            tokens = iter(drawn)
+            counted = _CountedTokens(drawn, deadline)
+            resumed = time.perf_counter()
             for _, flow_rng, source_rng in rngs:
                 stream = SegmentStream(self.flow, self.vocoder, voice, flow_rng, source_rng)
-                yield from self._segment(_until_none(tokens), stream, options)
+                for audio in self._segment(_until_none(counted), stream, options):
+                    _check(deadline)
+                    busy += time.perf_counter() - resumed
+                    yield audio
+                    resumed = time.perf_counter()
+            busy += time.perf_counter() - resumed
+        self.speed.observe(busy, counted.tokens)
 
     def _segment(
         self, generated: Iterator[int], stream: SegmentStream, options: SynthesisOptions
@@ -219,10 +253,39 @@ class Engine:
             embedding, embedding, empty, empty, empty, np.zeros((1, 0, self.flow.params.n_mels), np.float32)
         )
         rngs = tuple(np.random.default_rng(child) for child in np.random.SeedSequence(0).spawn(3))
+        started = time.perf_counter()
         generated = self.llm.generate(self._tokens("Hello."), empty, embedding, empty, rngs[0])
         tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
         stream = SegmentStream(self.flow, self.vocoder, voice, rngs[1], rngs[2])
         stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
+        self.speed.observe(time.perf_counter() - started, tokens.shape[1])
+
+
+class _CountedTokens:
+    """The drawn tokens, counted, raising DeadlineExceeded once the deadline has passed."""
+
+    def __init__(self, drawn: RunAhead[int | None], deadline: Deadline | None) -> None:
+        self._drawn = iter(drawn)
+        self._deadline = deadline
+        self.tokens = 0
+
+    def __iter__(self) -> Iterator[int | None]:
+        return self
+
+    def __next__(self) -> int | None:
+        _check(self._deadline)
+        token = next(self._drawn)
+        if token is not None:
+            self.tokens += 1
+        return token
+
+
+def _check(deadline: Deadline | None) -> None:
+    if deadline is not None and deadline.expired():
+        raise DeadlineExceeded(
+            f"synthesis stopped at this request's time limit ({deadline.seconds:.0f} s, {deadline.reason});"
+            " send long texts to POST /v1/jobs (or the SQS queue), which splits them across invocations"
+        )
 
 
 def _until_none(tokens: Iterator[int | None]) -> Iterator[int]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from function.audio import media_type, output_rate
 from function.batch import write_job
+from function.deadline import invocation_deadline
 from function.errors import TTSError
 from function.model import get_engine
 from function.reply import reply_audio
@@ -52,10 +53,11 @@ def event_kind(event: Any) -> str | None:
     return None
 
 
-def direct_invoke(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
+def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None) -> dict[str, Any]:
     """A SpeechJob as the event. With `id` or `output_key` the audio goes to S3 (idempotently) and the
     reply names it; otherwise the reply carries it base64, or, when that would not fit Lambda's 6 MB
-    response, it goes to S3 anyway if an output bucket is configured. Errors come back as
+    response, it goes to S3 anyway if an output bucket is configured. Work that cannot finish before the
+    invocation's deadline (`context`) is refused up front. Errors come back as
     {"error": {"code", "message"}} (no stack trace). The engine is borrowed only once the event parses."""
     try:
         job = parse(SpeechJob, event)
@@ -64,7 +66,8 @@ def direct_invoke(event: dict[str, Any], settings: Settings) -> dict[str, Any]:
             return location(written, job.format, output_rate(job.format, get_engine().sample_rate))
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
-        audio = reply_audio(options, engine, settings, spill="direct")
+        chunks = engine.stream(options, invocation_deadline(context))
+        audio = reply_audio(options, engine, settings, spill="direct", chunks=chunks)
         rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
         if isinstance(audio, bytes):
             return {

@@ -99,7 +99,7 @@ def lambda_handler(event: Any, context: Any) -> Any:
     if kind == "sqs":
         return handle_sqs(event)
     if kind == "direct":
-        return direct_invoke(event, _settings)
+        return direct_invoke(event, _settings, context)
     raise UnsupportedEvent.of(event)
 
 

@@ -4,7 +4,9 @@ COSYVOICE_ARTIFACT              artifact directory, or s3://bucket/prefix (read 
 COSYVOICE_OUTPUT_BUCKET         bucket for batch outputs and large direct-invoke results; default none
 COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
 COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
-COSYVOICE_BATCH_MAX_TEXT_CHARS  longest text of one SQS job (the path for long texts); default 100000
+COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS message); default 100000
+COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
+                                is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
 COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU the process may use
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
@@ -26,7 +28,7 @@ from function.voices import DEFAULT_VOICES, VoiceTableError, parse_voices
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-DEFAULT_BATCH_MAX_TEXT_CHARS = 100_000  # an SQS message holds 1 MiB; the function timeout bounds the rest
+DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -40,7 +42,8 @@ class Settings:
     output_bucket: str | None = None
     output_prefix: str = "tts/"
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
-    batch_max_text_chars: int = DEFAULT_BATCH_MAX_TEXT_CHARS
+    job_max_text_chars: int = DEFAULT_JOB_MAX_TEXT_CHARS
+    max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -79,7 +82,8 @@ class Settings:
             output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
             output_prefix=env.get("COSYVOICE_OUTPUT_PREFIX", cls.output_prefix),
             max_text_chars=_int(env, "COSYVOICE_MAX_TEXT_CHARS", DEFAULT_MAX_TEXT_CHARS, 1),
-            batch_max_text_chars=_int(env, "COSYVOICE_BATCH_MAX_TEXT_CHARS", DEFAULT_BATCH_MAX_TEXT_CHARS, 1),
+            job_max_text_chars=_int(env, "COSYVOICE_JOB_MAX_TEXT_CHARS", DEFAULT_JOB_MAX_TEXT_CHARS, 1),
+            max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,
             max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),

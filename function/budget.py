@@ -1,0 +1,83 @@
+"""Whether a text can be spoken before a deadline: expected speech from the text, against measured speed.
+
+Expected speech: the normalised segments' characters at a speaking pace (Chinese ~4.5 characters a
+second, other scripts ~12 letters or digits a second; spaces and punctuation free), so numbers count as
+the words they are read as. The model decides the real length (up to 20 speech tokens per text token):
+this is the estimate used to refuse work up front; the deadline itself is enforced while synthesising.
+
+Speed: compute seconds per speech token on this instance, measured, never assumed: the warm-up gives the
+first figure (a short run, so it overstates the per-token cost: its fixed costs are spread over 10
+tokens), and every finished synthesis updates it. Before any measurement, nothing is refused up front.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from function.deadline import Deadline
+from function.errors import TTSError
+from function.frontend import contains_chinese
+
+CJK_SECONDS = 1 / 4.5  # a Chinese character, read aloud
+LETTER_SECONDS = 1 / 12  # a letter or digit of other scripts
+SMOOTHING = 0.3  # weight of the newest measurement in the running figure
+JOBS_HINT = "send it to POST /v1/jobs (or the SQS queue), which splits the work across invocations"
+
+
+class OverBudget(TTSError):
+    """The text needs more time than the request has: refused before any synthesis."""
+
+    code = "exceeds_time_limit"
+    status = 413
+
+
+def expected_speech_seconds(segments: list[str]) -> float:
+    seconds = 0.0
+    for segment in segments:
+        for char in segment:
+            if contains_chinese(char):
+                seconds += CJK_SECONDS
+            elif char.isalnum():
+                seconds += LETTER_SECONDS
+    return seconds
+
+
+class SpeedMeter:
+    """Compute seconds per speech token, smoothed over the syntheses this process has run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds_per_token: float | None = None
+
+    @property
+    def seconds_per_token(self) -> float | None:
+        return self._seconds_per_token
+
+    def observe(self, seconds: float, tokens: int) -> None:
+        if tokens <= 0 or seconds <= 0:
+            return
+        measured = seconds / tokens
+        with self._lock:
+            known = self._seconds_per_token
+            self._seconds_per_token = measured if known is None else known + SMOOTHING * (measured - known)
+
+    def check(self, segments: list[str], text_chars: int, token_rate: float, deadline: Deadline) -> None:
+        """Raise OverBudget when the expected synthesis of `segments` would outlast `deadline`."""
+        per_token = self._seconds_per_token
+        if per_token is None:
+            return
+        speech = expected_speech_seconds(segments)
+        needed = speech * token_rate * per_token
+        available = deadline.remaining()
+        if needed <= available:
+            return
+        fitting = int(text_chars * max(available, 0.0) / needed) if needed > 0 else text_chars
+        raise OverBudget(
+            f"this text needs ~{needed:.0f} s of synthesis here (~{speech:.0f} s of speech at"
+            f" {per_token * token_rate:.2f} s per second of speech), more than the {max(available, 0):.0f} s"
+            f" this request has left ({deadline.reason}); about {fitting} of its {text_chars} characters"
+            f" fit: shorten it, or {JOBS_HINT}"
+        )
+
+
+__all__ = ["JOBS_HINT", "OverBudget", "SpeedMeter", "expected_speech_seconds"]

@@ -1,0 +1,122 @@
+"""How long a request may run, and what set the limit: the invocation, the gateway, or the caller.
+
+Every edge knows its own limits: a Lambda invocation ends at its deadline (the context's remaining time),
+API Gateway answers 504 at 30 s whether or not the function is still working, a container's server has
+its longest allowed request, and a caller may ask for less (`X-Request-Timeout`). The edge keeps the
+earliest of them as one `Deadline`; the engine refuses work that cannot finish before it
+(function.budget) and stops at it, so no compute is billed for a response nobody receives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from function.errors import InvalidRequest, TTSError
+
+# Room left after the deadline the engine sees: the last chunk's encoding, the reply, the runtime's post.
+REPLY_MARGIN_SECONDS = 1.0
+API_GATEWAY_SECONDS = 30.0  # HTTP and REST APIs' integration timeout (not raisable for HTTP APIs)
+
+
+class DeadlineExceeded(TTSError):
+    """The synthesis reached its time limit and was stopped; nothing after it was computed."""
+
+    code = "deadline_exceeded"
+    status = 504
+
+
+@dataclass(frozen=True)
+class Deadline:
+    at: float  # time.monotonic() when the engine must have stopped
+    reason: str  # what set it, for people: "API Gateway's 30 s limit"
+    seconds: float  # the limit as granted, for messages
+
+    @classmethod
+    def after(cls, seconds: float, reason: str, margin: float = REPLY_MARGIN_SECONDS) -> Deadline:
+        return cls(time.monotonic() + seconds - margin, reason, seconds)
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+def earliest(*deadlines: Deadline | None) -> Deadline | None:
+    given = [deadline for deadline in deadlines if deadline is not None]
+    return min(given, key=lambda deadline: deadline.at) if given else None
+
+
+def invocation_deadline(context: Any) -> Deadline | None:
+    """The Lambda invocation's end (a context with get_remaining_time_in_millis), else None."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return Deadline.after(remaining() / 1000, "the function's timeout")
+
+
+def gateway_deadline(event: Any) -> Deadline | None:
+    """API Gateway's 30 s for events that came through a gateway (Function URLs and ALBs have no limit of
+    their own), counted from when the gateway took the request (`requestContext.timeEpoch`, HTTP API v2;
+    `requestTimeEpoch`, REST v1). A time more than 30 s past cannot be a live gateway request (a replayed
+    or generated event, or a skewed clock): then the 30 s count from now."""
+    context = event.get("requestContext") if isinstance(event, dict) else None
+    if not isinstance(context, dict) or "elb" in context:
+        return None
+    if ".lambda-url." in str(context.get("domainName", "")):
+        return None
+    received_ms = context.get("timeEpoch", context.get("requestTimeEpoch"))
+    elapsed = time.time() - received_ms / 1000 if isinstance(received_ms, int | float) else 0.0
+    if not 0.0 <= elapsed < API_GATEWAY_SECONDS:
+        elapsed = 0.0
+    return Deadline(
+        time.monotonic() + API_GATEWAY_SECONDS - elapsed - REPLY_MARGIN_SECONDS,
+        "API Gateway's 30 s limit",
+        API_GATEWAY_SECONDS,
+    )
+
+
+def client_deadline(header: str | None) -> Deadline | None:
+    """The caller's own limit, `X-Request-Timeout: SECONDS`."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < 86_400:
+        raise InvalidRequest(f"X-Request-Timeout must be a number of seconds above 0, got {header!r}")
+    return Deadline.after(seconds, "the caller's X-Request-Timeout")
+
+
+def http_deadline(scope: Mapping[str, Any], server_limit: float | None) -> Deadline | None:
+    """The earliest limit on an HTTP request: inside Lambda the invocation's and the gateway's (from the
+    ASGI scope Mangum fills in: `aws.context`, `aws.event`), in a container the server's longest allowed
+    request, and the caller's header."""
+    header = None
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"x-request-timeout":
+            header = value.decode("latin-1")
+    server = Deadline.after(server_limit, "this server's longest request") if server_limit else None
+    return earliest(
+        invocation_deadline(scope.get("aws.context")),
+        gateway_deadline(scope.get("aws.event")),
+        server,
+        client_deadline(header),
+    )
+
+
+__all__ = [
+    "API_GATEWAY_SECONDS",
+    "Deadline",
+    "DeadlineExceeded",
+    "REPLY_MARGIN_SECONDS",
+    "client_deadline",
+    "earliest",
+    "gateway_deadline",
+    "http_deadline",
+    "invocation_deadline",
+]
