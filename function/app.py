@@ -61,6 +61,18 @@ _SPEECH: dict[int | str, dict[str, Any]] = {
     },
     **_ERRORS,
 }
+# Read by function.deadline (not a FastAPI parameter, so a bad value gets the same 400 on every edge).
+_TIMEOUT_HEADER: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "X-Request-Timeout",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "number", "exclusiveMinimum": 0},
+            "description": "Seconds the caller will wait: longer work is refused (413) or stopped (504).",
+        }
+    ]
+}
 # What X-Instructions says when a request's instructions were not used.
 INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
 
@@ -137,12 +149,22 @@ def create_app() -> FastAPI:
         description="CosyVoice-300M text-to-speech on onnxruntime. Long jobs: the SQS batch path.",
     )
 
-    @app.post("/v1/tts", response_class=Response, responses=_AUDIO, summary="Synthesize speech")
+    @app.post(
+        "/v1/tts",
+        response_class=Response,
+        responses=_AUDIO,
+        summary="Synthesize speech",
+        openapi_extra=_TIMEOUT_HEADER,
+    )
     def tts(body: SpeechRequest, request: Request) -> Response:
         return synthesize_response(body.to_options(), _deadline(request))
 
     @app.post(
-        "/v1/audio/speech", response_class=Response, responses=_SPEECH, summary="OpenAI-compatible speech"
+        "/v1/audio/speech",
+        response_class=Response,
+        responses=_SPEECH,
+        summary="OpenAI-compatible speech",
+        openapi_extra=_TIMEOUT_HEADER,
     )
     def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
         return openai_speech_response(body, _deadline(request))

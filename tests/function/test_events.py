@@ -33,7 +33,7 @@ KIND_BY_PREFIX = {
     "sqs-": "sqs",
     "direct-": "direct",
 }
-SETTINGS = Settings(artifact="unused/by/these/tests", max_response_bytes=20 * 1024)
+SETTINGS = Settings(artifact="unused/by/these/tests", max_response_bytes=40 * 1024)
 
 
 def load(name: str) -> dict[str, Any]:
@@ -115,6 +115,17 @@ def test_audio_too_large_points_to_the_batch_path() -> None:
     assert "COSYVOICE_OUTPUT_BUCKET" not in raised.value.message
     with pytest.raises(OutputTooLarge, match="COSYVOICE_OUTPUT_BUCKET"):  # a direct invoke could spill
         reply_audio(OPTIONS, FakeEngine(22050), SETTINGS, spill="direct")  # type: ignore[arg-type]
+
+
+def test_a_text_whose_audio_cannot_fit_is_refused_before_synthesis() -> None:
+    class Untouchable(FakeEngine):
+        def stream(self, options: SynthesisOptions) -> Iterator[np.ndarray]:
+            raise AssertionError("synthesised although the audio could never fit")
+
+    options = SynthesisOptions(text="word " * 40, speaker="someone", format="wav")  # ~13 s: ~590 KB
+    with pytest.raises(OutputTooLarge, match="would be ~") as raised:
+        reply_audio(options, Untouchable(0), SETTINGS)  # type: ignore[arg-type]
+    assert "/v1/jobs" in raised.value.message
 
 
 def test_audio_too_large_spills_to_the_output_bucket(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,164 @@
+"""Deadlines and budgets: which limit a request gets, refusing what cannot finish, stopping at the limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from function.artifact import Artifact
+from function.budget import OverBudget, SpeedMeter, expected_speech_seconds
+from function.deadline import (
+    API_GATEWAY_SECONDS,
+    REPLY_MARGIN_SECONDS,
+    Deadline,
+    DeadlineExceeded,
+    gateway_deadline,
+    http_deadline,
+)
+from function.engine import Engine
+from function.errors import InvalidRequest
+from function.options import SynthesisOptions
+
+SPEAKER = "英文女"
+TEXT = "Sentence number one is here. Sentence number two is here as well, and a third one follows it."
+
+
+class Context:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def gateway_event(received: float, domain: str = "abc.execute-api.us-east-1.amazonaws.com") -> dict:
+    context = {"http": {"method": "POST"}, "domainName": domain, "timeEpoch": received * 1000}
+    return {"requestContext": context}
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_artifact: Path) -> Engine:
+    return Engine.load(Artifact.open(tiny_artifact), threads=1)
+
+
+def test_the_gateway_limit_counts_from_when_the_gateway_took_the_request() -> None:
+    deadline = gateway_deadline(gateway_event(time.time() - 10))
+    assert deadline is not None
+    assert deadline.remaining() == pytest.approx(API_GATEWAY_SECONDS - 10 - REPLY_MARGIN_SECONDS, abs=0.5)
+    assert "API Gateway" in deadline.reason
+
+
+def test_a_replayed_gateway_event_gets_the_full_30_s_and_function_urls_and_albs_none() -> None:
+    replayed = gateway_deadline(gateway_event(1583348638.39))  # sam local generate-event's timestamp
+    assert replayed is not None
+    assert replayed.remaining() == pytest.approx(API_GATEWAY_SECONDS - REPLY_MARGIN_SECONDS, abs=0.5)
+    assert gateway_deadline(gateway_event(time.time(), "abc.lambda-url.us-east-1.on.aws")) is None
+    assert gateway_deadline({"requestContext": {"elb": {"targetGroupArn": "arn"}}}) is None
+    assert gateway_deadline(None) is None
+
+
+def test_an_http_request_gets_the_earliest_of_its_limits() -> None:
+    scope = {
+        "headers": [(b"x-request-timeout", b"5")],
+        "aws.context": Context(600),
+        "aws.event": gateway_event(time.time()),
+    }
+    deadline = http_deadline(scope, server_limit=None)
+    assert deadline is not None and "X-Request-Timeout" in deadline.reason
+    scope["headers"] = []
+    deadline = http_deadline(scope, server_limit=None)
+    assert deadline is not None and "API Gateway" in deadline.reason
+    scope["aws.context"] = Context(3)
+    deadline = http_deadline(scope, server_limit=None)
+    assert deadline is not None and "timeout" in deadline.reason
+    assert http_deadline({"headers": []}, server_limit=None) is None
+    server = http_deadline({"headers": []}, server_limit=120)
+    assert server is not None and server.remaining() == pytest.approx(120 - REPLY_MARGIN_SECONDS, abs=0.5)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
+def test_a_bad_request_timeout_header_is_a_clear_400(value: str) -> None:
+    with pytest.raises(InvalidRequest, match="X-Request-Timeout"):
+        http_deadline({"headers": [(b"X-Request-Timeout", value.encode())]}, server_limit=None)
+
+
+def test_expected_speech_reads_chinese_slower_than_letters_and_punctuation_not_at_all() -> None:
+    assert expected_speech_seconds(["你好世界。"]) == pytest.approx(4 / 4.5)
+    assert expected_speech_seconds(["Hello, world!"]) == pytest.approx(10 / 12)
+    assert expected_speech_seconds(["...", "  "]) == 0
+
+
+def test_an_unmeasured_meter_refuses_nothing_and_a_measured_one_says_what_fits() -> None:
+    meter = SpeedMeter()
+    short = Deadline.after(2, "a test", margin=0)
+    meter.check(["word " * 1000], 5000, 50, short)  # nothing measured yet: nothing refused
+    meter.observe(0.5, 10)  # 50 ms a token: 2.5 s per second of speech
+    meter.check(["Hi."], 3, 50, short)  # ~0.17 s of speech, ~0.4 s of work: fits
+    with pytest.raises(OverBudget) as refused:
+        meter.check(["Hello there " * 10], 120, 50, short)  # ~8.3 s of speech, ~21 s of work
+    message = refused.value.message
+    assert "a test" in message and "/v1/jobs" in message
+    fitting = int(message.split("about ")[1].split(" ")[0])
+    assert 5 <= fitting <= 15  # 120 characters × 2 s / ~21 s
+    assert refused.value.status == 413
+
+
+def test_the_meter_follows_what_it_measures() -> None:
+    meter = SpeedMeter()
+    meter.observe(1.0, 10)
+    for _ in range(20):
+        meter.observe(0.2, 10)
+    assert meter.seconds_per_token == pytest.approx(0.02, rel=0.01)
+    meter.observe(0, 0)  # nothing synthesised: nothing learnt
+    assert meter.seconds_per_token == pytest.approx(0.02, rel=0.01)
+
+
+def test_warm_up_and_every_synthesis_measure_the_speed(engine: Engine) -> None:
+    engine.speed = SpeedMeter()
+    engine.warm_up()
+    after_warm_up = engine.speed.seconds_per_token
+    assert after_warm_up is not None and after_warm_up > 0
+    engine.synthesize(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1))
+    assert engine.speed.seconds_per_token != after_warm_up
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_work_that_cannot_finish_is_refused_before_the_llm_runs(
+    engine: Engine, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.speed = SpeedMeter()
+    engine.speed.observe(1.0, 1)  # one second a token: nothing of length fits in 5 s
+    calls: list[object] = []
+    generate = engine.llm.generate
+    monkeypatch.setattr(engine.llm, "generate", lambda *args: calls.append(args) or generate(*args))
+    options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
+    with pytest.raises(OverBudget, match="characters fit"):
+        next(engine.stream(options, Deadline.after(5, "a test")))
+    assert calls == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(engine: Engine, stream: bool) -> None:
+    engine.speed = SpeedMeter()  # unmeasured: nothing is refused up front, the deadline still holds
+    options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
+    with pytest.raises(DeadlineExceeded, match="time limit"):
+        list(engine.stream(options, Deadline.after(0.05, "a test", margin=0)))
+    assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
+    assert engine.synthesize(options).size > 0  # and the engine serves the next request
+
+
+def test_part_of_a_text_gets_the_audio_it_has_in_the_whole(engine: Engine) -> None:
+    options = SynthesisOptions(text=" ".join([TEXT] * 8), speaker=SPEAKER, seed=4)
+    segments = engine.segments(options.text)
+    assert len(segments) >= 2
+    whole = list(engine.stream(options))
+    parts = []
+    for index in range(len(segments)):
+        parts += engine.stream(options, only=range(index, index + 1))
+    assert len(parts) == len(whole)
+    for a, b in zip(parts, whole, strict=True):
+        assert np.array_equal(a, b)
