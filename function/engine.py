@@ -198,7 +198,8 @@ class Engine:
                 )
                 yield None
 
-        # Busy time: while this generator runs, not while its consumer holds it (a slow client).
+        # The deadline is checked at every drawn token (function.deadline). Busy time: while this
+        # generator runs, not while its consumer holds it (a slow client).
         busy = 0.0
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
             counted = _CountedTokens(drawn, deadline)
@@ -206,7 +207,6 @@ class Engine:
             for _, flow_rng, source_rng in rngs:
                 stream = SegmentStream(self.flow, self.vocoder, voice, flow_rng, source_rng)
                 for audio in self._segment(_until_none(counted), stream, options):
-                    _check(deadline)
                     busy += time.perf_counter() - resumed
                     yield audio
                     resumed = time.perf_counter()

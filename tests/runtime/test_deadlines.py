@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -142,12 +143,26 @@ def test_work_that_cannot_finish_is_refused_before_the_llm_runs(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(engine: Engine, stream: bool) -> None:
+def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(
+    engine: Engine, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     engine.speed = SpeedMeter()  # unmeasured: nothing is refused up front, the deadline still holds
+    drawn: list[int] = []
+    generate = engine.llm.generate
+
+    def slow_generate(*args: object) -> Iterator[int]:
+        for token in generate(*args):
+            time.sleep(0.01)  # 100 tokens a second: a text of 20 text tokens draws at least 40
+            drawn.append(token)
+            yield token
+
+    monkeypatch.setattr(engine.llm, "generate", slow_generate)
     options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
     with pytest.raises(DeadlineExceeded, match="time limit"):
-        list(engine.stream(options, Deadline.after(0.05, "a test", margin=0)))
+        list(engine.stream(options, Deadline.after(0.1, "a test", margin=0)))
+    assert 0 < len(drawn) < 30  # stopped after ~10 tokens, not at the end of the text
     assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
+    monkeypatch.undo()
     assert engine.synthesize(options).size > 0  # and the engine serves the next request
 
 
