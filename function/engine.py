@@ -258,7 +258,7 @@ class Engine:
         tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
         stream = SegmentStream(self.flow, self.vocoder, voice, rngs[1], rngs[2])
         stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
-        self.speed.observe(time.perf_counter() - started, tokens.shape[1])
+        self.speed.observe(time.perf_counter() - started, tokens.shape[1], warm_up=True)
 
 
 class _CountedTokens:

@@ -108,9 +108,13 @@ def test_an_unmeasured_meter_refuses_nothing_and_a_measured_one_says_what_fits()
     assert refused.value.status == 413
 
 
-def test_the_meter_follows_what_it_measures() -> None:
+def test_the_meter_follows_what_it_measures_and_the_first_synthesis_replaces_the_warm_up() -> None:
     meter = SpeedMeter()
+    meter.observe(1.0, 10, warm_up=True)
+    meter.observe(0.5, 10)
+    assert meter.seconds_per_token == pytest.approx(0.05)
     meter.observe(1.0, 10)
+    assert meter.seconds_per_token == pytest.approx(0.065)  # then smoothed
     for _ in range(20):
         meter.observe(0.2, 10)
     assert meter.seconds_per_token == pytest.approx(0.02, rel=0.01)
