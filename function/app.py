@@ -1,8 +1,10 @@
 """The HTTP API (FastAPI): served by uvicorn in containers, and by Mangum inside Lambda (function.handler).
 
-Endpoints are plain `def`: synthesis is CPU-bound and blocking, so FastAPI runs it in its thread pool and
-the event loop stays free for health checks. The model is never loaded here (no lifespan: Mangum would
-run it on every invocation); routes borrow the process's engine from function.model.
+Endpoints are plain `def`: synthesis is CPU-bound and blocking, so FastAPI runs it in its thread pool.
+The health checks are `async def`, answered on the event loop however busy that pool is, and synthesis
+routes (tagged function.admission.SYNTHESIS) are admitted a few at a time, the rest refused with 429.
+The model is never loaded here (no lifespan: Mangum would run it on every invocation); routes borrow the
+process's engine from function.model.
 
 POST /v1/audio/speech takes OpenAI's body: function.voices maps its voice names onto built-in speakers
 and says whether the model takes instructions, function.sse shapes `stream_format="sse"`.
@@ -25,6 +27,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from function.admission import SYNTHESIS, Admit, get_admission
 from function.audio import iter_encode, media_type, output_rate
 from function.deadline import Deadline, http_deadline
 from function.errors import TTSError
@@ -48,6 +51,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         "description": "Text, body or audio too large for this path, or more work than its time allows.",
     },
     422: {"model": ErrorBody, "description": "The body does not match the schema (types, missing fields)."},
+    429: {"model": ErrorBody, "description": "Every synthesis slot and queue place taken: see Retry-After."},
     504: {"model": ErrorBody, "description": "Synthesis stopped at the request's time limit."},
 }
 _AUDIO: dict[int | str, dict[str, Any]] = {
@@ -154,6 +158,7 @@ def create_app() -> FastAPI:
         response_class=Response,
         responses=_AUDIO,
         summary="Synthesize speech",
+        tags=[SYNTHESIS],
         openapi_extra=_TIMEOUT_HEADER,
     )
     def tts(body: SpeechRequest, request: Request) -> Response:
@@ -164,6 +169,7 @@ def create_app() -> FastAPI:
         response_class=Response,
         responses=_SPEECH,
         summary="OpenAI-compatible speech",
+        tags=[SYNTHESIS],
         openapi_extra=_TIMEOUT_HEADER,
     )
     def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
@@ -179,15 +185,24 @@ def create_app() -> FastAPI:
             "sample_rate": engine.sample_rate,
         }
 
-    @app.get("/healthz", summary="Liveness")
-    def healthz() -> dict[str, str]:
+    @app.get("/healthz", summary="Liveness: the process answers, however busy")
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness, with the startup phases", responses={503: {"model": ErrorBody}})
-    def readyz() -> Any:
+    @app.get(
+        "/readyz",
+        summary="Readiness: loaded, not draining, room for another synthesis; the counts and startup phases",
+        responses={503: {"model": ErrorBody}},
+    )
+    async def readyz() -> Any:
+        admission = get_admission()
+        if admission.draining:
+            return _error(503, "draining", "the server is shutting down")
         if loaded_engine() is None:
             return _error(503, "not_ready", "the model is still loading")
-        return {"status": "ready", "phases_ms": STARTUP.milliseconds()}
+        if admission.saturated:
+            return _error(503, "saturated", admission.describe())
+        return {"status": "ready", **admission.counts(), "phases_ms": STARTUP.milliseconds()}
 
     @app.exception_handler(TTSError)
     def tts_error(_: Request, exc: TTSError) -> JSONResponse:
@@ -206,6 +221,8 @@ def create_app() -> FastAPI:
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
     app.add_middleware(Guard)
+    # Outermost, so a refused request is answered before Guard reads its body.
+    app.add_middleware(Admit, routes=app.routes)
     return app
 
 

@@ -16,6 +16,9 @@ from typing import Any
 
 from function.errors import InvalidRequest, TTSError
 
+# The ASGI scope key of when the server took the request (time.monotonic()), set by the outermost
+# middleware (function.admission), so time spent waiting for a synthesis slot counts against the limits.
+RECEIVED = "cosyvoice.received"
 # Room left after the deadline the engine sees: the last chunk's encoding, the reply, the runtime's post.
 REPLY_MARGIN_SECONDS = 1.0
 API_GATEWAY_SECONDS = 30.0  # HTTP and REST APIs' integration timeout (not raisable for HTTP APIs)
@@ -35,8 +38,12 @@ class Deadline:
     seconds: float  # the limit as granted, for messages
 
     @classmethod
-    def after(cls, seconds: float, reason: str, margin: float = REPLY_MARGIN_SECONDS) -> Deadline:
-        return cls(time.monotonic() + seconds - margin, reason, seconds)
+    def after(
+        cls, seconds: float, reason: str, margin: float = REPLY_MARGIN_SECONDS, since: float | None = None
+    ) -> Deadline:
+        """`seconds` from `since` (a time.monotonic(); default now), less the reply's margin."""
+        start = time.monotonic() if since is None else since
+        return cls(start + seconds - margin, reason, seconds)
 
     def remaining(self) -> float:
         return self.at - time.monotonic()
@@ -79,8 +86,8 @@ def gateway_deadline(event: Any) -> Deadline | None:
     )
 
 
-def client_deadline(header: str | None) -> Deadline | None:
-    """The caller's own limit, `X-Request-Timeout: SECONDS`."""
+def client_deadline(header: str | None, since: float | None = None) -> Deadline | None:
+    """The caller's own limit, `X-Request-Timeout: SECONDS`, from `since` (default now)."""
     if header is None:
         return None
     try:
@@ -89,7 +96,7 @@ def client_deadline(header: str | None) -> Deadline | None:
         seconds = float("nan")
     if not 0 < seconds < 86_400:
         raise InvalidRequest(f"X-Request-Timeout must be a number of seconds above 0, got {header!r}")
-    return Deadline.after(seconds, "the caller's X-Request-Timeout")
+    return Deadline.after(seconds, "the caller's X-Request-Timeout", since=since)
 
 
 def http_deadline(scope: Mapping[str, Any], server_limit: float | None) -> Deadline | None:
@@ -100,12 +107,15 @@ def http_deadline(scope: Mapping[str, Any], server_limit: float | None) -> Deadl
     for name, value in scope.get("headers") or []:
         if name.lower() == b"x-request-timeout":
             header = value.decode("latin-1")
-    server = Deadline.after(server_limit, "this server's longest request") if server_limit else None
+    received = scope.get(RECEIVED)
+    server = None
+    if server_limit:
+        server = Deadline.after(server_limit, "this server's longest request", since=received)
     return earliest(
         invocation_deadline(scope.get("aws.context")),
         gateway_deadline(scope.get("aws.event")),
         server,
-        client_deadline(header),
+        client_deadline(header, since=received),
     )
 
 
@@ -113,6 +123,7 @@ __all__ = [
     "API_GATEWAY_SECONDS",
     "Deadline",
     "DeadlineExceeded",
+    "RECEIVED",
     "REPLY_MARGIN_SECONDS",
     "client_deadline",
     "earliest",

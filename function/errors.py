@@ -55,8 +55,16 @@ class OutputTooLarge(TTSError):
     status = 413
 
 
+class Busy(TTSError):
+    """Every synthesis slot and queue place of this server is taken (function.admission): retry later."""
+
+    code = "busy"
+    status = 429
+
+
 __all__ = [
     "ArtifactError",
+    "Busy",
     "InvalidPromptAudio",
     "InvalidRequest",
     "OutputTooLarge",

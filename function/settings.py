@@ -12,6 +12,12 @@ COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
 COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
                                 else 0 = no limit
+COSYVOICE_MAX_CONCURRENT        syntheses at once under `serve` (function.admission); default: the CPUs the
+                                process may use / COSYVOICE_THREADS, at least 1
+COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyond which `serve` answers 429;
+                                default twice COSYVOICE_MAX_CONCURRENT
+COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
+                                before cutting them: the longest request served; default 300
 COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
                                 or adds entries of function.voices.DEFAULT_VOICES; default "" (as it is)
 """
@@ -29,6 +35,7 @@ from function.voices import DEFAULT_VOICES, VoiceTableError, parse_voices
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
+DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -49,6 +56,9 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
     voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VOICES))  # OpenAI name → speaker
+    max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.admission)
+    max_queued: int | None = None  # None: twice max_concurrent
+    drain_seconds: int = DEFAULT_DRAIN_SECONDS
 
     @property
     def artifact_on_s3(self) -> bool:
@@ -89,13 +99,21 @@ class Settings:
             max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
             max_response_bytes=response_limit or None,
             voices=voices,
+            max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
+            max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
+            drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
         )
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    value = _optional_int(env, name, minimum)
+    return default if value is None else value
+
+
+def _optional_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
     raw = env.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:

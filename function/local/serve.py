@@ -3,6 +3,9 @@
 The model loads before the server binds its socket (on a thread of its own while uvicorn and the app
 are imported), so the first request finds it ready and /readyz is true from the start. Responses are
 not size-capped here, and `stream: true` is sent chunked.
+
+SIGTERM drains (function.local.drain): no new connections, up to COSYVOICE_DRAIN_SECONDS for the requests
+already accepted (running, or queued by function.admission) to finish, then exit 0.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import argparse
 import os
 
 from function.cli import add_artifacts_option
-from function.settings import Settings, use_settings
+from function.settings import Settings, get_settings, use_settings
 
 # h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
 # oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
@@ -37,17 +40,21 @@ def main(args: argparse.Namespace) -> int:
     start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn
 
+    from function.admission import get_admission
     from function.app import app
+    from function.local.drain import DrainingServer
 
     get_engine()
     STARTUP.emit("init")
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
         h11_max_incomplete_event_size=HEAD_READ_LIMIT,
+        timeout_graceful_shutdown=get_settings().drain_seconds,
     )
+    DrainingServer(config, get_admission()).run()
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import tomllib
 from pathlib import Path
@@ -10,6 +11,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from function import settings as settings_module
+from function.app import app
+from function.settings import Settings
 from infra import build_zip
 from infra.render import load_template
 
@@ -37,6 +41,18 @@ def _option(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
+def _container() -> dict:
+    (container,) = MANIFESTS["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _settings(env: dict[str, str]) -> Settings:
+    """The settings the server would read from this environment (each name a documented setting)."""
+    for name in env:
+        assert name in (settings_module.__doc__ or ""), f"{name} is not a setting of function.settings"
+    return Settings.from_env({"COSYVOICE_ARTIFACT": ARTIFACT_IN_IMAGE, **env})
+
+
 @pytest.mark.parametrize("kind", sorted(MANIFESTS))
 def test_manifest_is_valid_for_kubernetes(kind):
     kubernetes_validate.validate(MANIFESTS[kind], KUBERNETES_VERSION, strict=True)
@@ -56,7 +72,7 @@ def test_kustomization_lists_every_manifest():
 
 
 def test_deployment_serves_the_baked_artifact_and_probes_readiness():
-    (container,) = MANIFESTS["Deployment"]["spec"]["template"]["spec"]["containers"]
+    container = _container()
     assert container["command"] == SERVE
     args = container["args"]
     assert _option(args, "--artifacts") == ARTIFACT_IN_IMAGE
@@ -64,9 +80,51 @@ def test_deployment_serves_the_baked_artifact_and_probes_readiness():
     assert container["ports"] == [{"name": "http", "containerPort": port}]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    env = {item["name"]: item["value"] for item in container["env"]}
-    assert env["COSYVOICE_THREADS"] == container["resources"]["requests"]["cpu"]
     assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
+
+
+def test_the_pod_runs_as_many_syntheses_as_it_requests_cores_for():
+    container = _container()
+    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    assert settings.threads is not None and settings.max_concurrent is not None  # a node has more cores
+    assert settings.threads * settings.max_concurrent == int(container["resources"]["requests"]["cpu"])
+
+
+def test_the_grace_period_outlasts_the_prestop_pause_and_the_drain():
+    pod = MANIFESTS["Deployment"]["spec"]["template"]["spec"]
+    container = _container()
+    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pause > 0  # endpoints are removed while the pod still serves
+    assert pod["terminationGracePeriodSeconds"] > pause + settings.drain_seconds
+
+
+def test_the_drain_outlasts_every_accepted_request_at_its_time_limit():
+    """A queued request waits for the ones ahead of it, then runs to its limit at most: all of them
+    finish inside the drain, so a shutdown cuts none."""
+    settings = _settings({item["name"]: item["value"] for item in _container()["env"]})
+    assert settings.max_request_seconds is not None and settings.max_concurrent is not None
+    queued = settings.max_queued if settings.max_queued is not None else 2 * settings.max_concurrent
+    rounds = 1 + -(-queued // settings.max_concurrent)
+    assert settings.drain_seconds >= rounds * settings.max_request_seconds
+
+
+def test_liveness_asks_the_event_loop_and_outlasts_readiness():
+    """Liveness probes /healthz, which the event loop answers however busy the synthesis pool is (an
+    `async def` route); readiness probes /readyz, which says 503 while the pod is saturated. A failing
+    pod leaves the endpoints long before liveness would restart it and cut its requests."""
+    container = _container()
+    liveness, readiness = container["livenessProbe"], container["readinessProbe"]
+    assert container["startupProbe"]["httpGet"]["path"] == liveness["httpGet"]["path"] == "/healthz"
+    assert readiness["httpGet"]["path"] == "/readyz"
+    endpoints = {route.path: route.endpoint for route in app.routes if hasattr(route, "endpoint")}
+    assert inspect.iscoroutinefunction(endpoints["/healthz"])
+    assert inspect.iscoroutinefunction(endpoints["/readyz"])
+
+    def window(probe: dict) -> int:  # seconds of failures before the probe acts
+        return probe["periodSeconds"] * probe.get("failureThreshold", 3)
+
+    assert window(liveness) >= 4 * window(readiness)
 
 
 def test_service_hpa_and_pdb_point_at_the_deployment():
@@ -92,8 +150,12 @@ def test_compose_runs_the_same_image_as_server_and_as_lambda():
     assert _option(tts["command"], "--artifacts") == ARTIFACT_IN_IMAGE
     port = _option(tts["command"], "--port")
     assert tts["ports"] == [f"{port}:{port}"]
-    assert f"127.0.0.1:{port}/readyz" in " ".join(tts["healthcheck"]["test"])
-    assert tts["environment"]["COSYVOICE_THREADS"] == str(tts["cpus"])
+    assert f"127.0.0.1:{port}/healthz" in " ".join(tts["healthcheck"]["test"])  # liveness, never busy
+    settings = _settings(tts["environment"])
+    assert settings.threads is not None and settings.max_concurrent is not None
+    assert settings.threads * settings.max_concurrent == tts["cpus"]
+    # `docker compose stop` waits for the drain before it kills
+    assert int(tts["stop_grace_period"].removesuffix("s")) > settings.drain_seconds
     assert "entrypoint" not in lam  # the base image's entrypoint: runtime client + emulator
 
 

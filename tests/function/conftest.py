@@ -90,9 +90,8 @@ def artifact_location(tiny_artifact: Path) -> str:
     return str(tiny_artifact)
 
 
-@contextlib.contextmanager
-def serving(artifact: str, log: Path, **env: str) -> Iterator[str]:
-    """`python -m function serve` on a loopback port until the block ends; yields its URL."""
+def start_serving(artifact: str, log: Path, **env: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m function serve` on a loopback port, once /readyz answers 200: the process and its URL."""
     port = free_port()
     with log.open("w") as sink:
         process = subprocess.Popen(
@@ -105,6 +104,17 @@ def serving(artifact: str, log: Path, **env: str) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: httpx.get(f"{url}/readyz", timeout=5).status_code == 200, process, 300, log)
+    except BaseException:
+        stop(process)
+        raise
+    return process, url
+
+
+@contextlib.contextmanager
+def serving(artifact: str, log: Path, **env: str) -> Iterator[str]:
+    """`python -m function serve` on a loopback port until the block ends; yields its URL."""
+    process, url = start_serving(artifact, log, **env)
+    try:
         yield url
     finally:
         stop(process)

@@ -14,6 +14,7 @@ from function.artifact import Artifact
 from function.budget import OverBudget, SpeedMeter, expected_speech_seconds
 from function.deadline import (
     API_GATEWAY_SECONDS,
+    RECEIVED,
     REPLY_MARGIN_SECONDS,
     Deadline,
     DeadlineExceeded,
@@ -79,6 +80,8 @@ def test_an_http_request_gets_the_earliest_of_its_limits() -> None:
     assert http_deadline({"headers": []}, server_limit=None) is None
     server = http_deadline({"headers": []}, server_limit=120)
     assert server is not None and server.remaining() == pytest.approx(120 - REPLY_MARGIN_SECONDS, abs=0.5)
+    queued = http_deadline({"headers": [], RECEIVED: time.monotonic() - 100}, server_limit=120)
+    assert queued is not None and queued.remaining() == pytest.approx(20 - REPLY_MARGIN_SECONDS, abs=0.5)
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-3", "nan", "inf"])
