@@ -204,19 +204,20 @@ def create_app() -> FastAPI:
             return _error(503, "saturated", admission.describe())
         return {"status": "ready", **admission.counts(), "phases_ms": STARTUP.milliseconds()}
 
+    # Error handlers are async too: a plain def would wait for a thread of the busy synthesis pool.
     @app.exception_handler(TTSError)
-    def tts_error(_: Request, exc: TTSError) -> JSONResponse:
+    async def tts_error(_: Request, exc: TTSError) -> JSONResponse:
         return JSONResponse(exc.to_dict(), status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
-    def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         if any(item.get("type") == "json_invalid" for item in errors):
             return _error(400, "invalid_json", "the request body is not valid JSON")
         return _error(422, "invalid_request", describe(errors))
 
     @app.exception_handler(HTTPException)
-    def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         codes = {404: "not_found", 405: "method_not_allowed"}
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
