@@ -159,6 +159,8 @@ class RuntimeClient:
 
     def restore_next(self) -> None:
         self._call("GET", "/restore/next", 200).read()
+        # The connection was opened before the snapshot; it need not survive the restore: open a new one.
+        self._connection.close()
 
     def restore_error(self, error: dict[str, Any], error_type: str) -> None:
         self._post_json("/restore/error", error, error_type)

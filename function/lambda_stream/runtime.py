@@ -50,6 +50,12 @@ def fault(exc: BaseException, request_id: str | None = None) -> dict[str, Any]:
     }
 
 
+def log_level(name: str) -> int:
+    """The Python level for Lambda's log level setting (TRACE is DEBUG); Python's default otherwise."""
+    name = {"TRACE": "DEBUG"}.get(name.upper(), name.upper())
+    return logging.getLevelNamesMapping().get(name, logging.WARNING)
+
+
 @contextmanager
 def settings_in_force(settings: Settings) -> Iterator[None]:
     """`settings` for the duration of one invocation (an environment runs one at a time)."""
@@ -97,6 +103,7 @@ class Runtime:
         self.client = client
         self.handler = handler
         self.loop = loop
+        # What a streamed invocation runs with: no buffered-size limit (the app streams only without one).
         self.streaming = replace(get_settings(), max_response_bytes=None)
 
     def serve(self, invocation: Invocation) -> None:
@@ -138,7 +145,7 @@ def main() -> NoReturn:
     logging.basicConfig(
         stream=sys.stdout,
         format="[%(levelname)s]\t%(asctime)s\t%(name)s\t%(message)s",
-        level=os.environ.get("AWS_LAMBDA_LOG_LEVEL", "WARNING").upper(),
+        level=log_level(os.environ.get("AWS_LAMBDA_LOG_LEVEL", "")),
     )
     # One event loop for the process, current before INIT: Mangum (buffered HTTP events) runs on it too.
     loop = asyncio.new_event_loop()
@@ -147,4 +154,4 @@ def main() -> NoReturn:
     Runtime(client, init(client), loop).run()
 
 
-__all__ = ["Runtime", "fault", "init", "main", "settings_in_force"]
+__all__ = ["Runtime", "fault", "init", "log_level", "main", "settings_in_force"]
