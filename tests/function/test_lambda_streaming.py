@@ -226,6 +226,22 @@ def test_the_stream_is_the_one_serve_sends(runtime: LocalLambda, server: str) ->
 
 
 @pytest.mark.engine
+def test_openai_speech_events_stream_through_the_url(runtime: LocalLambda) -> None:
+    speech = {
+        "model": "tts-1",
+        "input": TEXT,
+        "voice": SPEAKER,
+        "response_format": "pcm",
+        "stream_format": "sse",
+    }
+    reply = streamed(runtime.invoke(url_event(speech, "/v1/audio/speech")))
+    assert reply.status == 200 and reply.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line[6:]) for line in reply.body.decode().splitlines() if line.startswith("data: ")]
+    assert [e["type"] for e in events[-1:]] == ["speech.audio.done"] and len(events) > 2
+    assert len(reply.chunks) > 2  # event by event, as the audio is made
+
+
+@pytest.mark.engine
 def test_a_non_stream_request_comes_back_whole(runtime: LocalLambda) -> None:
     reply = streamed(runtime.invoke(url_event(tts(format="flac"))))
     assert reply.status == 200 and reply.headers["content-type"] == "audio/flac"
