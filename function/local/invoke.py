@@ -5,6 +5,8 @@ The real runtime client (awslambdaric, in a child process) polls a local Runtime
   --clones N     with --snapstart: fork N restored clones from the one snapshot; each serves the event
   --measure      the restore stand-in: a cold start, a restored clone's first response and warm calls,
                  side by side (one intra-op thread everywhere, as forked clones need)
+  --stream       the response-streaming runtime (function.lambda_stream) instead of awslambdaric: a
+                 Function URL event's reply is printed as its prelude, then the body's chunk timeline
 stdout gets the handler's response (one JSON document per line); stderr the runtime's log and timings.
 """
 
@@ -21,16 +23,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from function.cli import add_artifacts_option
-from function.local.runtime import CLONES_VARIABLE
+from function.local.runtime import CLONES_VARIABLE, STREAM
 from function.local.runtime_api import Invocation, RuntimeAPI
 
 HANDLER = "function.handler.lambda_handler"
 ROOT = Path(__file__).resolve().parents[2]
+# The child program: `python -m function.local.runtime HANDLER | --stream`.
+LAUNCHER = ("-m", "function.local.runtime")
 T = TypeVar("T")
 
 
@@ -49,11 +53,17 @@ class LocalLambda:
         handler: str = HANDLER,
         timeout: float = 300.0,
         echo: Callable[[str], None] | None = None,
+        stream: bool = False,
+        launcher: Sequence[str] = LAUNCHER,
     ) -> None:
+        """stream: run function.lambda_stream instead of awslambdaric (its INIT is always function.handler's,
+        so `handler` goes unused); launcher: the child's arguments before HANDLER or --stream."""
         self.env = dict(env or {})
         self.snapstart = snapstart
         self.clones = clones
         self.handler = handler
+        self.stream = stream
+        self.launcher = tuple(launcher)
         self.timeout = timeout
         self.echo = echo
         self.api = RuntimeAPI()
@@ -80,7 +90,7 @@ class LocalLambda:
         self.started = time.perf_counter()
         # A session of its own: the clones are our child's children, and ending the group ends them too.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "function.local.runtime", self.handler],
+            [sys.executable, *self.launcher, STREAM if self.stream else self.handler],
             env=env,
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -115,6 +125,9 @@ class LocalLambda:
                 pass
             assert self._process is not None
             if self.api.init_errors or self.api.restore_errors or self._process.poll() is not None:
+                # A reported error ends the process: its exit code belongs in the message.
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._process.wait(timeout=5)
                 time.sleep(0.2)  # let the reader collect the last lines
                 errors = [e.decode() for e in self.api.init_errors + self.api.restore_errors]
                 tail = "\n".join(line for _, line in self.lines[-30:])
@@ -164,9 +177,27 @@ def _sleep_then_empty(seconds: float) -> Any:
     raise queue.Empty
 
 
+def _print_streamed(invocation: Invocation, save: Path | None) -> None:
+    """A Function URL reply: the prelude and, per body chunk, when it arrived and how big it was."""
+    reply = invocation.http()
+    summary: dict[str, Any] = {"statusCode": reply.status, "headers": reply.headers, "cookies": reply.cookies}
+    summary["chunks"] = [[round(chunk.at * 1000, 1), len(chunk.data)] for chunk in reply.chunks]
+    if invocation.trailers:
+        summary["trailers"] = dict(invocation.trailers)
+    if save is not None:
+        save.write_bytes(reply.body)
+        summary["saved"] = str(save)
+    elif reply.headers.get("content-type", "").startswith("application/json"):
+        summary["body"] = json.loads(reply.body)  # an error, or the speakers
+    print(json.dumps({**summary, "bytes": len(reply.body)}, ensure_ascii=False), flush=True)
+
+
 def _print_response(invocation: Invocation, save: Path | None = None) -> None:
     if not invocation.ok:
         print(f"invocation failed ({invocation.error_type})", file=sys.stderr)
+    if invocation.streamed:
+        _print_streamed(invocation, save)
+        return
     if save is None:
         print(invocation.body.decode(), flush=True)
         return
@@ -224,9 +255,12 @@ def run(
     repeat: int,
     handler: str = HANDLER,
     save: Path | None = None,
+    stream: bool = False,
 ) -> int:
     echo = lambda line: print(line, file=sys.stderr)  # noqa: E731 - a one-line sink
-    with LocalLambda(env, snapstart=snapstart, clones=clones, handler=handler, echo=echo) as runtime:
+    with LocalLambda(
+        env, snapstart=snapstart, clones=clones, handler=handler, echo=echo, stream=stream
+    ) as runtime:
         init = runtime.wait_init()
         print(f"# INIT {init * 1000:.0f} ms", file=sys.stderr)
         for record in runtime.log_records("init")[-1:]:
@@ -290,6 +324,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--save", type=Path, help="write the reply's audio to this file instead of printing it"
     )
+    parser.add_argument(
+        "--stream", action="store_true", help="the response-streaming runtime (Function URL events stream)"
+    )
     parser.set_defaults(run=main)
 
 
@@ -305,7 +342,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(results))
         return 0
     clones = args.clones if args.snapstart else 0
-    return run(event, env, args.snapstart, clones, max(1, args.repeat), args.handler, args.save)
+    return run(event, env, args.snapstart, clones, max(1, args.repeat), args.handler, args.save, args.stream)
 
 
 __all__ = ["LocalLambda", "RuntimeFailed", "measure", "register", "run"]

@@ -1,4 +1,5 @@
-"""The Lambda runtime process: `python -m function.local.runtime HANDLER`, i.e. awslambdaric's loop.
+"""The Lambda runtime process: `python -m function.local.runtime HANDLER`, i.e. awslambdaric's loop, or
+`python -m function.local.runtime --stream`, the response-streaming runtime (function.lambda_stream).
 
 With AWS_LAMBDA_INITIALIZATION_TYPE=snap-start and COSYVOICE_LOCAL_CLONES=N, the process stands in for
 a snapshot: after every before-snapshot hook has run it forks N clones and waits for them; each clone
@@ -14,6 +15,7 @@ import sys
 
 CLONES_VARIABLE = "COSYVOICE_LOCAL_CLONES"
 CLONE_ID_VARIABLE = "COSYVOICE_LOCAL_CLONE"
+STREAM = "--stream"
 
 
 def _snapshot_by_fork(clones: int) -> None:
@@ -33,7 +35,7 @@ def _snapshot_by_fork(clones: int) -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) != 2:
-        raise SystemExit("usage: python -m function.local.runtime MODULE.FUNCTION")
+        raise SystemExit(f"usage: python -m function.local.runtime MODULE.FUNCTION | {STREAM}")
     clones = int(os.environ.get(CLONES_VARIABLE, "0"))
     if clones and os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE") == "snap-start":
         from snapshot_restore_py import register_before_snapshot
@@ -41,9 +43,14 @@ def main(argv: list[str]) -> None:
         # Registered before the handler module is imported, so it runs last: before-snapshot hooks run
         # in reverse order of registration.
         register_before_snapshot(_snapshot_by_fork, clones)
-    from awslambdaric.__main__ import main as runtime_main
+    if argv[1] == STREAM:
+        from function.lambda_stream.runtime import main as stream_main
 
-    runtime_main(["awslambdaric", argv[1]])
+        stream_main()
+    else:
+        from awslambdaric.__main__ import main as runtime_main
+
+        runtime_main(["awslambdaric", argv[1]])
 
 
 if __name__ == "__main__":

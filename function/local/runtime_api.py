@@ -2,13 +2,18 @@
 
 It serves the endpoints the runtime client calls:
   GET  /2018-06-01/runtime/invocation/next           blocks until the driver hands out an event
-  POST /2018-06-01/runtime/invocation/{id}/response  the handler's result
+  POST /2018-06-01/runtime/invocation/{id}/response  the handler's result: whole, or streamed (chunked,
+                                                     with Lambda-Runtime-Function-Response-Mode:
+                                                     streaming), each chunk's arrival time recorded
   POST /2018-06-01/runtime/invocation/{id}/error     an unhandled exception
   POST /2018-06-01/runtime/init/error                INIT (or a before-snapshot hook) failed
   GET  /2018-06-01/runtime/restore/next              SnapStart: blocks until the driver "restores"
   POST /2018-06-01/runtime/restore/error             an after-restore hook failed
 Each waiting /next call is a slot the driver can fill with an event (`invoke`) or leave waiting
 (`park`), which lets it give exactly one event to each of several forked clones.
+
+A streamed result keeps its chunks as they came and its trailers; `Invocation.http()` splits a Function
+URL reply into its prelude (status, headers, cookies) and the body chunks after the 8 NUL bytes.
 """
 
 from __future__ import annotations
@@ -18,12 +23,35 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PREFIX = "/2018-06-01/runtime"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:000000000000:function:cosyvoice-local"
+RESPONSE_MODE = "Lambda-Runtime-Function-Response-Mode"
+PRELUDE_END = b"\0" * 8
+
+
+@dataclass(frozen=True)
+class Chunk:
+    at: float  # when it was read: perf_counter, or seconds since the event was handed out (Invocation)
+    data: bytes
+
+
+@dataclass(frozen=True)
+class HTTPReply:
+    """A streamed Function URL reply: the prelude's fields and the body's chunks as they arrived."""
+
+    status: int
+    headers: dict[str, str]
+    cookies: list[str]
+    chunks: list[Chunk]  # the body after the prelude; a chunk that held both keeps its body part
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(chunk.data for chunk in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -32,14 +60,32 @@ class Invocation:
     ok: bool  # False: the runtime posted to /error
     body: bytes
     error_type: str | None
-    seconds: float  # event handed out → result posted
+    seconds: float  # event handed out → result posted (a streamed one: its last chunk read)
+    streamed: bool = False  # posted with the streaming response mode
+    content_type: str | None = None
+    chunks: tuple[Chunk, ...] = ()  # a streamed body as it arrived (`at`: seconds since handed out)
+    declared_trailers: tuple[str, ...] = ()  # the request's Trailer header
+    trailers: Mapping[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         return json.loads(self.body)
 
+    def http(self) -> HTTPReply:
+        """The streamed body as a Function URL reply; ValueError when it has no prelude."""
+        end = self.body.find(PRELUDE_END)
+        if not self.streamed or end < 0:
+            raise ValueError("not a streamed reply with an HTTP prelude")
+        prelude = json.loads(self.body[:end])
+        start, offset, chunks = end + len(PRELUDE_END), 0, []
+        for chunk in self.chunks:
+            skip = max(0, start - offset)
+            if skip < len(chunk.data):
+                chunks.append(Chunk(chunk.at, chunk.data[skip:]))
+            offset += len(chunk.data)
+        return HTTPReply(prelude["statusCode"], prelude["headers"], prelude["cookies"], chunks)
+
 
 Slot = queue.Queue[tuple[str, bytes]]  # one waiting /next call; put (request id, event) to answer it
-_Result = tuple[bool, bytes, str | None, float]  # ok, body, error type, when it arrived
 
 
 @dataclass(frozen=True)
@@ -48,11 +94,12 @@ class Pending:
 
     request_id: str
     sent: float
-    results: queue.Queue[_Result]
+    results: queue.Queue[Invocation]  # `seconds` and the chunks' `at` still perf_counter values
 
     def result(self, timeout: float) -> Invocation:
-        ok, body, error_type, finished = self.results.get(timeout=timeout)
-        return Invocation(self.request_id, ok, body, error_type, finished - self.sent)
+        posted = self.results.get(timeout=timeout)
+        chunks = tuple(Chunk(chunk.at - self.sent, chunk.data) for chunk in posted.chunks)
+        return replace(posted, seconds=posted.seconds - self.sent, chunks=chunks)
 
 
 @dataclass(frozen=True)
@@ -72,7 +119,7 @@ class RuntimeAPI:
         self.restore_errors: list[bytes] = []
         self._polls: queue.Queue[Slot] = queue.Queue()
         self._restore_waits: queue.Queue[threading.Event] = queue.Queue()
-        self._results: dict[str, queue.Queue[_Result]] = {}
+        self._results: dict[str, queue.Queue[Invocation]] = {}
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), _handler_class(self))
         self._server.daemon_threads = True  # parked /next calls never return; they must not block exit
@@ -128,12 +175,12 @@ class RuntimeAPI:
         self._restore_waits.put(gate)
         gate.wait()
 
-    def _result(self, request_id: str, ok: bool, body: bytes, error_type: str | None) -> bool:
+    def _result(self, posted: Invocation) -> bool:
         with self._lock:
-            results = self._results.pop(request_id, None)
+            results = self._results.pop(posted.request_id, None)
         if results is None:
             return False
-        results.put((ok, body, error_type, time.perf_counter()))
+        results.put(posted)
         return True
 
 
@@ -158,8 +205,20 @@ def _handler_class(api: RuntimeAPI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(body)
 
-        def _body(self) -> bytes:
-            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        def _body(self) -> tuple[list[Chunk], dict[str, str]]:
+            """The request body, as chunks with their arrival times, and its trailers."""
+            if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                return [Chunk(time.perf_counter(), body)], {}
+            chunks, trailers = [], {}
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                data = self.rfile.read(size)
+                chunks.append(Chunk(time.perf_counter(), data))
+                self.rfile.readline()  # the CRLF after the data
+            while line := self.rfile.readline().strip():
+                name, _, value = line.decode("latin-1").partition(":")
+                trailers[name.strip()] = value.strip()
+            return chunks, trailers
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             api.calls.append(Call(time.perf_counter(), "GET", self.path))
@@ -184,12 +243,26 @@ def _handler_class(api: RuntimeAPI) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             api.calls.append(Call(time.perf_counter(), "POST", self.path))
-            body = self._body()
+            chunks, trailers = self._body()
+            body = b"".join(chunk.data for chunk in chunks)
             parts = self.path[len(PREFIX) :].strip("/").split("/")
             if len(parts) == 3 and parts[0] == "invocation" and parts[2] in ("response", "error"):
                 ok = parts[2] == "response"
-                error_type = None if ok else self.headers.get("Lambda-Runtime-Function-Error-Type")
-                if api._result(parts[1], ok, body, error_type):
+                streamed = self.headers.get(RESPONSE_MODE) == "streaming"
+                declared = [name.strip() for name in self.headers.get("Trailer", "").split(",")]
+                posted = Invocation(
+                    parts[1],
+                    ok,
+                    body,
+                    None if ok else self.headers.get("Lambda-Runtime-Function-Error-Type"),
+                    time.perf_counter(),
+                    streamed,
+                    self.headers.get("Content-Type"),
+                    tuple(chunks) if streamed else (),
+                    tuple(filter(None, declared)),
+                    trailers,
+                )
+                if api._result(posted):
                     self._reply(202, b'{"status": "OK"}')
                 else:
                     self._reply(400, b'{"errorMessage": "unknown request id"}')
@@ -205,4 +278,4 @@ def _handler_class(api: RuntimeAPI) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-__all__ = ["Call", "Invocation", "Pending", "RuntimeAPI", "Slot"]
+__all__ = ["Call", "Chunk", "HTTPReply", "Invocation", "Pending", "RuntimeAPI", "Slot"]

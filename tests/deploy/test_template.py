@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from infra import build_zip
 from infra.render import PLACEHOLDER_REGION, ROOT, Rendered, configured_region, load_template, main, render
 
 TEMPLATE = load_template()
@@ -281,6 +282,8 @@ def test_function_settings_read_every_variable_the_template_sets(rendering):
     settings = (ROOT / "function" / "settings.py").read_text()
     (function,) = rendering.of_type("AWS::Lambda::Function").values()
     for variable in function["Properties"]["Environment"]["Variables"]:
+        if variable.startswith("AWS_LAMBDA_"):
+            continue  # read by Lambda itself (the exec wrapper of the response-streaming section)
         assert f'"{variable}"' in settings, f"function/settings.py does not read {variable}"
 
 
@@ -293,6 +296,67 @@ def test_snapstart_function_reads_the_artifact_from_its_prefix_only():
     )
     reads = [s for s in _statements(r) if s.get("Sid") == "ReadArtifact"]
     assert [s["Resource"] for s in reads] == ["arn:aws:s3:::model-bucket/cosyvoice/sft-v1/*"]
+
+
+# --- response streaming: the Function URL and the runtime that streams to it ------------------------------
+
+STREAM_ENTRY = ["/var/lang/bin/python3", "-m", "function.lambda_stream"]
+
+
+def stream_url_violations(r: Rendered) -> list[str]:
+    """The streaming URL: one, RESPONSE_STREAM, on the alias, never open; the function starts the
+    streaming runtime (without it, Function URL callers would get Mangum's JSON envelope as the body)."""
+    found = []
+    urls = r.of_type("AWS::Lambda::Url")
+    (alias_name,) = r.of_type("AWS::Lambda::Alias")
+    for name, url in urls.items():
+        props = url["Properties"]
+        if props.get("InvokeMode") != "RESPONSE_STREAM":
+            found.append(f"{name}: InvokeMode {props.get('InvokeMode')}")
+        if props.get("AuthType") != "AWS_IAM":
+            found.append(f"{name}: AuthType {props.get('AuthType')} (anyone could spend the compute)")
+        if props.get("TargetFunctionArn") != {"Ref": alias_name}:
+            found.append(f"{name}: not on the alias")
+    for name, permission in r.of_type("AWS::Lambda::Permission").items():
+        if permission["Properties"].get("Principal") == "*":
+            found.append(f"{name}: a public invoke permission")
+    for name, function in r.of_type("AWS::Lambda::Function").items():
+        props = function["Properties"]
+        if props.get("PackageType") == "Image":
+            started = props.get("ImageConfig", {}).get("EntryPoint") == STREAM_ENTRY
+        else:
+            wrapper = props["Environment"]["Variables"].get("AWS_LAMBDA_EXEC_WRAPPER", "")
+            started = wrapper.startswith("/var/task/") and _is_stream_bootstrap(wrapper[len("/var/task/") :])
+        if not started:
+            found.append(f"{name}: does not start function.lambda_stream")
+    if len(urls) != 1:
+        found.append(f"{len(urls)} function URLs")
+    return found
+
+
+def _is_stream_bootstrap(path: str) -> bool:
+    script = ROOT / path
+    return (
+        script.is_file()
+        and os.access(script, os.X_OK)
+        and "-m function.lambda_stream" in script.read_text()
+        and not any(script.relative_to(ROOT).match(pattern) for pattern in build_zip.UNUSED)
+    )
+
+
+def test_stream_url_guards(rendering):
+    assert stream_url_violations(rendering) == []
+    assert rendering.outputs["StreamUrl"]["Value"] == {"Fn::GetAtt": ["StreamUrl", "FunctionUrl"]}
+
+
+def test_guard_catches_an_open_or_buffered_stream_url_and_a_function_without_the_stream_runtime():
+    def edit(resources):
+        resources["StreamUrl"]["Properties"].update(AuthType="NONE", InvokeMode="BUFFERED")
+        del resources["ZipFunction"]["Properties"]["Environment"]["Variables"]["AWS_LAMBDA_EXEC_WRAPPER"]
+
+    found = " ".join(stream_url_violations(_broken(edit)))
+    assert "InvokeMode BUFFERED" in found and "AuthType NONE" in found
+    assert "ZipFunction: does not start function.lambda_stream" in found
 
 
 # --- previews need no AWS configuration -------------------------------------------------------------------
