@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import chain
 from typing import Any
 
@@ -29,12 +30,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.admission import SYNTHESIS, Admit, get_admission
 from function.audio import iter_encode, media_type, output_rate
-from function.deadline import Deadline, http_deadline
+from function.deadline import http_deadline
 from function.errors import TTSError
 from function.formats import FORMATS
 from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
-from function.reply import reply_audio
+from function.reply import STREAMING_TRANSPORT, reply_audio
 from function.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.settings import get_settings
 from function.sse import MEDIA_TYPE as EVENT_STREAM
@@ -81,30 +82,30 @@ _TIMEOUT_HEADER: dict[str, Any] = {
 INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
 
 
-def _deadline(request: Request) -> Deadline | None:
-    return http_deadline(request.scope, get_settings().max_request_seconds)
-
-
 def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
 def synthesize_response(
     options: SynthesisOptions,
-    deadline: Deadline | None,
+    request: Request,
     headers: dict[str, str] | None = None,
     events: SpeechEvents | None = None,
 ) -> Response:
     """Run the engine and encode; streamed (chunked) when asked and the transport allows it. With
-    `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before
-    `deadline` is refused before it starts, and stopped when it runs over."""
+    `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before the
+    request's deadline (function.deadline) is refused before it starts, and stopped when it runs over."""
     settings = get_settings()
     options = options.validated(settings.max_text_chars)
+    deadline = http_deadline(request.scope, settings.max_request_seconds)
+    # Mangum buffers a Lambda response (6 MB, base64): streaming there would only dodge the size check.
+    # uvicorn and a streaming Function URL (function.lambda_stream) send the body as it is made.
+    if request.scope.get(STREAMING_TRANSPORT):
+        settings = replace(settings, max_response_bytes=None)
     engine = get_engine()
     rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
     headers = {"X-Sample-Rate": str(rate), **(headers or {})}
     media = EVENT_STREAM if events is not None else media_type(options.format)
-    # Lambda (Mangum) buffers every response, so streaming there would only dodge the size check.
     if options.stream and settings.max_response_bytes is None:
         chunks = engine.stream(options, deadline)
         # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
@@ -123,27 +124,27 @@ def synthesize_response(
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
 
 
-def openai_speech_response(request: OpenAISpeechRequest, deadline: Deadline | None) -> Response:
+def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Response:
     """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
     (X-Instructions says which), then synthesized like /v1/tts."""
     settings = get_settings()
     engine = get_engine()
-    speaker = resolve_voice(request.voice_name, settings.voices, engine.speakers)
-    instructions = (request.instructions or "").strip() or None
+    speaker = resolve_voice(body.voice_name, settings.voices, engine.speakers)
+    instructions = (body.instructions or "").strip() or None
     instructed = instructions is not None and takes_instructions(engine.artifact.manifest)
     headers: dict[str, str] = {}
     if instructions is not None:
         headers["X-Instructions"] = "applied" if instructed else INSTRUCTIONS_IGNORED
     # Checked before the text is tokenized for the usage: the limits hold before any work is done.
-    options = request.to_options(speaker, instructions if instructed else None).validated(
+    options = body.to_options(speaker, instructions if instructed else None).validated(
         settings.max_text_chars
     )
     events = None
-    if request.stream_format == "sse":
-        text_tokens = len(engine.tokenizer.encode(request.input))
+    if body.stream_format == "sse":
+        text_tokens = len(engine.tokenizer.encode(body.input))
         token_rate = engine.artifact.manifest.params.flow.input_frame_rate
         events = SpeechEvents(text_tokens, engine.sample_rate, token_rate)
-    return synthesize_response(options, deadline, headers, events)
+    return synthesize_response(options, request, headers, events)
 
 
 def create_app() -> FastAPI:
@@ -162,7 +163,7 @@ def create_app() -> FastAPI:
         openapi_extra=_TIMEOUT_HEADER,
     )
     def tts(body: SpeechRequest, request: Request) -> Response:
-        return synthesize_response(body.to_options(), _deadline(request))
+        return synthesize_response(body.to_options(), request)
 
     @app.post(
         "/v1/audio/speech",
@@ -173,7 +174,7 @@ def create_app() -> FastAPI:
         openapi_extra=_TIMEOUT_HEADER,
     )
     def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
-        return openai_speech_response(body, _deadline(request))
+        return openai_speech_response(body, request)
 
     @app.get("/v1/speakers", summary="Built-in speakers, and the OpenAI voice names mapped onto them")
     def speakers() -> dict[str, Any]:

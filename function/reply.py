@@ -18,6 +18,9 @@ from function.formats import audio_format
 from function.storage import Written, store
 
 PCM_BYTES_PER_SAMPLE = 2  # wav and pcm: s16 mono
+# ASGI scope key a server sets when it sends the body as it is made, whatever the body's size (a Function
+# URL in RESPONSE_STREAM mode, function.lambda_stream): there the buffered-response limit does not apply.
+STREAMING_TRANSPORT = "cosyvoice.streaming_transport"
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,4 +84,4 @@ def _too_large(options: SynthesisOptions, settings: Settings, size: str, could_s
     )
 
 
-__all__ = ["reply_audio"]
+__all__ = ["STREAMING_TRANSPORT", "reply_audio"]

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message
 
 from function.errors import TTSError
 from function.lambda_stream.client import LambdaContext, ResponseStream
+from function.reply import STREAMING_TRANSPORT
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ async def stream_http(
             if not message.get("more_body", False):
                 finished.set()
 
+    scope = {**gateway.scope, STREAMING_TRANSPORT: True}
     try:
-        await app(gateway.scope, receive, send)
+        await app(scope, receive, send)
     except Exception as exc:
         if stream is None:
             logger.exception("unhandled error before the response started")

@@ -6,9 +6,9 @@ AWS_LAMBDA_INITIALIZATION_TYPE=snap-start, the before-snapshot hooks run (last r
 process waits on /restore/next, then the after-restore hooks run (in order); a failing hook goes to
 /init/error (exit 64) or /restore/error (exit 65), the codes awslambdaric exits with.
 
-A Function URL event streams through the app (function_url.py) with the response-size limit lifted: a
-streamed reply is not bound by the 6 MB payload (Lambda streams up to 200 MB, and the text limit keeps
-ours far below that), and the app streams `stream: true` requests only where no limit is set. Every other
+A Function URL event streams through the app (function_url.py), whose scope says the transport streams
+(function.reply.STREAMING_TRANSPORT): a streamed reply is not bound by the 6 MB payload (Lambda streams
+up to 200 MB, and the text limit keeps ours far below that). Every other
 event goes to `lambda_handler` and its result is posted whole; an exception is posted as awslambdaric
 posts it ({"errorMessage", "errorType", "requestId", "stackTrace"}), and the loop goes on.
 """
@@ -22,9 +22,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NoReturn
 
@@ -32,7 +30,6 @@ from snapshot_restore_py import get_after_restore, get_before_snapshot
 
 from function.lambda_stream.client import Invocation, RuntimeClient
 from function.lambda_stream.function_url import is_function_url, stream_http
-from function.settings import Settings, get_settings, use_settings
 
 HANDLER_MODULE = "function.handler"
 BEFORE_SNAPSHOT_ERROR = "Runtime.BeforeSnapshotError"
@@ -54,17 +51,6 @@ def log_level(name: str) -> int:
     """The Python level for Lambda's log level setting (TRACE is DEBUG); Python's default otherwise."""
     name = {"TRACE": "DEBUG"}.get(name.upper(), name.upper())
     return logging.getLevelNamesMapping().get(name, logging.WARNING)
-
-
-@contextmanager
-def settings_in_force(settings: Settings) -> Iterator[None]:
-    """`settings` for the duration of one invocation (an environment runs one at a time)."""
-    previous = get_settings()
-    use_settings(settings)
-    try:
-        yield
-    finally:
-        use_settings(previous)
 
 
 def _exit(
@@ -103,8 +89,6 @@ class Runtime:
         self.client = client
         self.handler = handler
         self.loop = loop
-        # What a streamed invocation runs with: no buffered-size limit (the app streams only without one).
-        self.streaming = replace(get_settings(), max_response_bytes=None)
 
     def serve(self, invocation: Invocation) -> None:
         request_id = invocation.context.aws_request_id
@@ -121,10 +105,9 @@ class Runtime:
             # As in the handler: an on-demand INIT leaves the web stack to the first HTTP event.
             from function.app import app
 
-            with settings_in_force(self.streaming):
-                self.loop.run_until_complete(
-                    stream_http(app, event, invocation.context, lambda: self.client.stream(request_id))
-                )
+            self.loop.run_until_complete(
+                stream_http(app, event, invocation.context, lambda: self.client.stream(request_id))
+            )
             return
         try:
             result = self.handler.lambda_handler(event, invocation.context)
@@ -154,4 +137,4 @@ def main() -> NoReturn:
     Runtime(client, init(client), loop).run()
 
 
-__all__ = ["Runtime", "fault", "init", "log_level", "main", "settings_in_force"]
+__all__ = ["Runtime", "fault", "init", "log_level", "main"]

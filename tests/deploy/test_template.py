@@ -28,14 +28,18 @@ COMBINATIONS = [
             ("WarmStart", "ApiAuth", "OutputBucket", "ProvisionedConcurrencyMax", "AlarmTopicArn"),
             values,
             strict=True,
-        )
+        ),
+        # Both values under every WarmStart × ApiAuth × OutputBucket, without doubling the renderings.
+        StreamingUrl=("enabled", "disabled")[index // 2 % 2],
     )
-    for values in itertools.product(
-        ("snapstart", "provisioned", "none"),
-        ("none", "iam", "jwt"),
-        ("auto", "existing-audio-bucket"),
-        ("0", "8"),
-        ("", "arn:aws:sns:us-east-1:123456789012:alarms"),
+    for index, values in enumerate(
+        itertools.product(
+            ("snapstart", "provisioned", "none"),
+            ("none", "iam", "jwt"),
+            ("auto", "existing-audio-bucket"),
+            ("0", "8"),
+            ("", "arn:aws:sns:us-east-1:123456789012:alarms"),
+        )
     )
 ]
 REQUIRED = {
@@ -303,11 +307,18 @@ def test_snapstart_function_reads_the_artifact_from_its_prefix_only():
 STREAM_ENTRY = ["/var/lang/bin/python3", "-m", "function.lambda_stream"]
 
 
-def stream_url_violations(r: Rendered) -> list[str]:
-    """The streaming URL: one, RESPONSE_STREAM, on the alias, never open; the function starts the
-    streaming runtime (without it, Function URL callers would get Mangum's JSON envelope as the body)."""
+def stream_url_violations(r: Rendered, enabled: bool = True) -> list[str]:
+    """Enabled: one streaming URL, RESPONSE_STREAM, on the alias, never open, and the function starts the
+    streaming runtime (without it, Function URL callers would get Mangum's JSON envelope as the body).
+    Disabled: no URL, and the function keeps awslambdaric."""
     found = []
     urls = r.of_type("AWS::Lambda::Url")
+    if not enabled:
+        for name, function in r.of_type("AWS::Lambda::Function").items():
+            props = function["Properties"]
+            if "ImageConfig" in props or "AWS_LAMBDA_EXEC_WRAPPER" in props["Environment"]["Variables"]:
+                found.append(f"{name}: starts function.lambda_stream although streaming is disabled")
+        return found + [f"{name}: a URL although streaming is disabled" for name in urls]
     (alias_name,) = r.of_type("AWS::Lambda::Alias")
     for name, url in urls.items():
         props = url["Properties"]
@@ -345,8 +356,12 @@ def _is_stream_bootstrap(path: str) -> bool:
 
 
 def test_stream_url_guards(rendering):
-    assert stream_url_violations(rendering) == []
-    assert rendering.outputs["StreamUrl"]["Value"] == {"Fn::GetAtt": ["StreamUrl", "FunctionUrl"]}
+    enabled = rendering.parameters["StreamingUrl"] == "enabled"
+    assert stream_url_violations(rendering, enabled) == []
+    if enabled:
+        assert rendering.outputs["StreamUrl"]["Value"] == {"Fn::GetAtt": ["StreamUrl", "FunctionUrl"]}
+    else:
+        assert "StreamUrl" not in rendering.outputs
 
 
 def test_guard_catches_an_open_or_buffered_stream_url_and_a_function_without_the_stream_runtime():
@@ -354,9 +369,18 @@ def test_guard_catches_an_open_or_buffered_stream_url_and_a_function_without_the
         resources["StreamUrl"]["Properties"].update(AuthType="NONE", InvokeMode="BUFFERED")
         del resources["ZipFunction"]["Properties"]["Environment"]["Variables"]["AWS_LAMBDA_EXEC_WRAPPER"]
 
-    found = " ".join(stream_url_violations(_broken(edit)))
+    found = " ".join(stream_url_violations(_broken(edit, StreamingUrl="enabled"), enabled=True))
     assert "InvokeMode BUFFERED" in found and "AuthType NONE" in found
     assert "ZipFunction: does not start function.lambda_stream" in found
+
+
+def test_guard_catches_the_streaming_runtime_started_although_streaming_is_disabled():
+    def edit(resources):
+        variables = resources["ZipFunction"]["Properties"]["Environment"]["Variables"]
+        variables["AWS_LAMBDA_EXEC_WRAPPER"] = "/var/task/function/lambda_stream/bootstrap"
+
+    found = " ".join(stream_url_violations(_broken(edit), enabled=False))
+    assert "ZipFunction: starts function.lambda_stream although streaming is disabled" in found
 
 
 # --- previews need no AWS configuration -------------------------------------------------------------------
@@ -397,10 +421,10 @@ def test_a_china_region_renders_its_partition(no_aws_region):
 # --- the guards catch what they are for ------------------------------------------------------------------
 
 
-def _broken(edit) -> Rendered:
+def _broken(edit, **parameters: str) -> Rendered:
     template = copy.deepcopy(TEMPLATE)
     edit(template["Resources"])
-    return render(template, REQUIRED)
+    return render(template, {**REQUIRED, **parameters})
 
 
 def test_guard_catches_snapstart_with_provisioned_concurrency():

@@ -18,8 +18,8 @@ def mid_stream() -> None:
 
     original = Engine.stream
 
-    def broken(self: Engine, options: Any) -> Iterator[Any]:
-        chunks = original(self, options)
+    def broken(self: Engine, options: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        chunks = original(self, options, *args, **kwargs)
         yield next(chunks)
         raise RuntimeError("injected: the engine failed mid-stream")
 
