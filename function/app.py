@@ -154,25 +154,22 @@ def create_app() -> FastAPI:
         description="CosyVoice-300M text-to-speech on onnxruntime. Long jobs: the SQS batch path.",
     )
 
-    @app.post(
-        "/v1/tts",
-        response_class=Response,
-        responses=_AUDIO,
-        summary="Synthesize speech",
-        tags=[SYNTHESIS],
-        openapi_extra=_TIMEOUT_HEADER,
-    )
+    def synthesis(path: str, responses: dict[int | str, dict[str, Any]], summary: str) -> Any:
+        """A synthesis route: admitted a few at a time (function.admission), with a deadline."""
+        return app.post(
+            path,
+            response_class=Response,
+            responses=responses,
+            summary=summary,
+            tags=[SYNTHESIS],
+            openapi_extra=_TIMEOUT_HEADER,
+        )
+
+    @synthesis("/v1/tts", _AUDIO, "Synthesize speech")
     def tts(body: SpeechRequest, request: Request) -> Response:
         return synthesize_response(body.to_options(), request)
 
-    @app.post(
-        "/v1/audio/speech",
-        response_class=Response,
-        responses=_SPEECH,
-        summary="OpenAI-compatible speech",
-        tags=[SYNTHESIS],
-        openapi_extra=_TIMEOUT_HEADER,
-    )
+    @synthesis("/v1/audio/speech", _SPEECH, "OpenAI-compatible speech")
     def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
         return openai_speech_response(body, request)
 
