@@ -29,6 +29,7 @@ from function.audio import iter_encode, media_type, output_rate
 from function.deadline import Deadline, http_deadline
 from function.errors import TTSError
 from function.formats import FORMATS
+from function.job_routes import router as job_router
 from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
 from function.reply import reply_audio
@@ -184,6 +185,7 @@ def create_app() -> FastAPI:
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
     app.add_middleware(Guard)
+    app.include_router(job_router)
     return app
 
 

@@ -1,4 +1,5 @@
-"""Fixtures for the function's edges: a real uvicorn server, moto_server for S3, the local Lambda runtime.
+"""Fixtures for the function's edges: a real uvicorn server, moto_server for S3 and SQS, the local Lambda
+runtime.
 
 Everything runs the real engine on the session's tiny artifact (tests marked `engine`).
 """
@@ -136,7 +137,7 @@ def instruct_artifact(tiny_artifact: Path, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto_server (S3 API) on loopback; each test uses buckets of its own."""
+    """moto_server (S3 and SQS APIs) on loopback; each test uses buckets and queues of its own."""
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     binary = Path(sys.executable).with_name("moto_server")
@@ -156,6 +157,7 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def s3_env(moto_endpoint: str) -> dict[str, str]:
     return {
         "AWS_ENDPOINT_URL_S3": moto_endpoint,
+        "AWS_ENDPOINT_URL_SQS": moto_endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "us-east-1",
@@ -181,3 +183,23 @@ def bucket(s3: Any) -> str:
     name = f"out-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def sqs(s3_env: dict[str, str]) -> Any:
+    import boto3
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=s3_env["AWS_ENDPOINT_URL_SQS"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def queue(sqs: Any) -> str:
+    """A job queue of its own; a message handed back becomes visible again after a second."""
+    name = f"jobs-{uuid.uuid4().hex[:12]}"
+    return str(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "1"})["QueueUrl"])
