@@ -15,7 +15,6 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from function import job_queue, jobs
-from function.jobs import QUEUED
 from function.model import get_engine
 from function.schema import ErrorBody, JobAccepted, JobRequest, SpeechJob
 from function.settings import get_settings
@@ -50,7 +49,7 @@ def submit_job(body: JobRequest) -> Any:
     current = jobs.status(job)
     if current is None:
         job_queue.enqueue(job.id, settings)
-        current = jobs.update_status(job, QUEUED)
+        current = jobs.mark_queued(job)
     accepted = {"id": job.id, "status": current.state, "status_url": jobs.status_url(job.id)}
     return JSONResponse(accepted, status_code=202 if created else 200)
 

@@ -192,12 +192,11 @@ def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
     without an id gets a fresh one. Raises JobConflict for an id taken by other content."""
     bucket = bucket_of(settings)
     request.to_options().validated(settings.job_max_text_chars)
-    if request.id is None:
-        request = request.model_copy(update={"id": uuid.uuid4().hex})
-    assert request.id is not None
+    job_id = request.id or uuid.uuid4().hex
+    request = request.model_copy(update={"id": job_id})
     request.output_name()  # refuses a bad output_key before anything is stored
     job = Job(
-        id=request.id,
+        id=job_id,
         request=request,
         sha256=content_digest(request),
         seed=request.seed if request.seed is not None else secrets.randbits(63),
@@ -249,6 +248,15 @@ def update_status(job: Job, state: str | None, **changes: Any) -> JobStatus:
         if storage.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
             return new
     raise storage.StorageError(f"the status of job {job.id!r} kept changing under this writer")
+
+
+def mark_queued(job: Job) -> JobStatus:
+    """The status of a job whose message was just sent, unless a worker has written one already."""
+    queued = JobStatus(QUEUED)
+    body = json.dumps(queued.to_dict(), ensure_ascii=False).encode()
+    if storage.put(job.bucket, _status_key(job), body, _JSON):
+        return queued
+    return status(job) or queued
 
 
 def finished_parts(job: Job) -> list[int]:
@@ -319,6 +327,7 @@ __all__ = [
     "content_digest",
     "finished_parts",
     "load",
+    "mark_queued",
     "read_part",
     "read_parts",
     "status",

@@ -36,7 +36,7 @@ from function.audio import iter_encode, media_type, output_rate, to_pcm16, wav_h
 from function.budget import OverBudget
 from function.deadline import Deadline, DeadlineExceeded
 from function.errors import TTSError
-from function.jobs import DONE, FAILED, RUNNING, Job
+from function.jobs import DONE, FAILED, QUEUED, RUNNING, Job
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -48,6 +48,13 @@ CHECKPOINT_SECONDS = 0.5  # after the last segment: its part, the status, a cont
 ASSEMBLY_SECONDS = 0.5  # the assembly's fixed cost: a few S3 round trips
 # Per second of audio: reading the parts back, encoding (mp3, the slowest, runs ~50x real time), uploading.
 ASSEMBLY_SECONDS_PER_AUDIO_SECOND = 0.02
+
+
+class PartsMismatch(TTSError):
+    """The engine did not yield one chunk per segment (a segment drew no speech tokens): ours, retried."""
+
+    code = "parts_mismatch"
+    status = 500
 
 
 class Outcome(StrEnum):
@@ -89,6 +96,7 @@ def _run(
     options = job.options()
     segments = engine.segments(options.text)
     sizes = jobs.finished_parts(job)
+    _progress(job, engine, sizes, len(segments))  # running, with the number of segments known
     progressed = False
     while len(sizes) < len(segments):
         start = len(sizes)
@@ -104,6 +112,11 @@ def _run(
                 _progress(job, engine, sizes, len(segments))
         except (OverBudget, DeadlineExceeded):
             break
+        if len(sizes) != picked.stop:
+            raise PartsMismatch(
+                f"segments {picked.start}-{picked.stop - 1} gave {len(sizes) - picked.start} chunks, one"
+                " each was expected: the parts would not line up with the segments"
+            )
     if len(sizes) == len(segments) and _assembly_fits(deadline, engine, sizes):
         _assemble(job, engine, sizes)
         return Outcome.DONE
@@ -115,8 +128,8 @@ def _run(
         if len(sizes) < len(segments)
         else "no time left in this invocation to assemble the audio"
     )
-    if not progressed:
-        _note(job, {"code": "not_started", "message": reason}, last_receive)
+    if not progressed:  # waiting again: queued, or running if earlier invocations made parts
+        _note(job, {"code": "not_started", "message": reason}, last_receive, RUNNING if sizes else QUEUED)
     return Outcome.DEFERRED
 
 
@@ -195,13 +208,13 @@ def _error(exc: TTSError) -> dict[str, str]:
     return {"code": exc.code, "message": exc.message}
 
 
-def _note(job: Job, error: dict[str, Any], last_receive: bool) -> None:
+def _note(job: Job, error: dict[str, Any], last_receive: bool, state: str | None = None) -> None:
     """Record a transient error (or a deferral) where the caller can read it; on the queue's last
     receive, as the job's failure (retriable: a message redriven from the dead-letter queue resumes)."""
     if last_receive:
         jobs.update_status(job, FAILED, error=error, retriable=True)
     else:
-        jobs.update_status(job, None, error=error)
+        jobs.update_status(job, state, error=error)
 
 
-__all__ = ["Outcome", "run"]
+__all__ = ["Outcome", "PartsMismatch", "run"]

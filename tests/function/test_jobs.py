@@ -14,6 +14,7 @@ import base64
 import io
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,29 @@ def test_large_audio_goes_up_in_parts_and_only_once(
         assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
     finally:
         reset_clients()
+
+
+@pytest.mark.engine
+def test_two_deliveries_of_one_job_at_once_make_one_audio(
+    artifact_location: str, jobs_env: dict[str, str], s3: Any, bucket: str
+) -> None:
+    text = " ".join([SENTENCE] * 3)
+    raw = {"id": "twice", "text": text, "speaker": SPEAKER, "seed": SEED}
+    with (
+        local_lambda(artifact_location, **jobs_env) as first,
+        local_lambda(artifact_location, **jobs_env) as second,
+    ):
+        first.wait_init()
+        second.wait_init()
+        with ThreadPoolExecutor(2) as pool:  # SQS delivered the message twice, to two environments
+            replies = list(pool.map(lambda runtime: runtime.invoke(sqs_event(raw)).json(), (first, second)))
+        reference = first.invoke({"text": text, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
+    assert replies == [{"batchItemFailures": []}] * 2
+    assert s3.get_object(Bucket=bucket, Key="tts/twice.wav")["Body"].read() == base64.b64decode(
+        reference["audio"]
+    )
+    folder = "tts/jobs/twice/"
+    status = json.loads(s3.get_object(Bucket=bucket, Key=f"{folder}status.json")["Body"].read())
+    assert status["status"] == "done" and status["progress"]["segments_done"] == 3
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{folder}parts/")["Contents"]
+    assert [item["Key"] for item in listed] == [f"{folder}parts/{index:06d}.pcm" for index in range(3)]
