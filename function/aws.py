@@ -9,30 +9,39 @@ for a local server).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
-_POOLS = {"s3": 32, "sqs": 4}  # S3: as wide as the parallel ranged GETs of the artifact loader
 
 
-def _client(service: str) -> Any:
+def _cached(service: str, create: Callable[[], Any]) -> Any:
     with _lock:
         if service not in _clients:
-            import boto3
-            from botocore.config import Config
-
-            config = Config(max_pool_connections=_POOLS[service], retries={"mode": "standard"})
-            _clients[service] = boto3.session.Session().client(service, config=config)
+            _clients[service] = create()
         return _clients[service]
 
 
+def _session() -> Any:
+    import boto3
+
+    return boto3.session.Session()
+
+
+def _config(pool: int) -> Any:
+    from botocore.config import Config
+
+    return Config(max_pool_connections=pool, retries={"mode": "standard"})
+
+
 def s3_client() -> Any:
-    return _client("s3")
+    # A pool as wide as the parallel ranged GETs of the artifact loader.
+    return _cached("s3", lambda: _session().client("s3", config=_config(32)))
 
 
 def sqs_client() -> Any:
-    return _client("sqs")
+    return _cached("sqs", lambda: _session().client("sqs", config=_config(4)))
 
 
 def reset_clients() -> None:
