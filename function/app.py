@@ -33,6 +33,7 @@ from function.audio import iter_encode, media_type, output_rate
 from function.deadline import http_deadline
 from function.errors import TTSError
 from function.formats import FORMATS
+from function.job_routes import router as job_router
 from function.model import get_engine, loaded_engine
 from function.options import SynthesisOptions
 from function.reply import STREAMING_TRANSPORT, reply_audio
@@ -151,7 +152,7 @@ def create_app() -> FastAPI:
     app = FastAPI(
         title="CosyVoice TTS",
         version="0.1.0",
-        description="CosyVoice-300M text-to-speech on onnxruntime. Long jobs: the SQS batch path.",
+        description="CosyVoice-300M text-to-speech on onnxruntime. Long texts: POST /v1/jobs.",
     )
 
     def synthesis(path: str, responses: dict[int | str, dict[str, Any]], summary: str) -> Any:
@@ -219,6 +220,7 @@ def create_app() -> FastAPI:
         codes = {404: "not_found", 405: "method_not_allowed"}
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
+    app.include_router(job_router)
     app.add_middleware(Guard)
     # Outermost, so a refused request is answered before Guard reads its body.
     app.add_middleware(Admit, routes=app.routes)

@@ -1,30 +1,47 @@
 """AWS clients, created on first use and dropped after a SnapStart restore.
 
-boto3 costs ~100+ ms to import, so nothing imports it unless the deployment touches S3. Connections made
-before a snapshot must not be trusted after restore (they belong to another machine's sockets), hence
-`reset_clients()`. Endpoints come from the standard variables (AWS_ENDPOINT_URL_S3 for a local server).
+boto3 costs ~100+ ms to import, so nothing imports it unless the deployment touches S3 or SQS. Connections
+made before a snapshot must not be trusted after restore (they belong to another machine's sockets), hence
+`reset_clients()`. Endpoints come from the standard variables (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SQS
+for a local server).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
-def s3_client() -> Any:
+def _cached(service: str, create: Callable[[], Any]) -> Any:
     with _lock:
-        if "s3" not in _clients:
-            import boto3
-            from botocore.config import Config
+        if service not in _clients:
+            _clients[service] = create()
+        return _clients[service]
 
-            # A pool as wide as the parallel ranged GETs of the artifact loader.
-            _clients["s3"] = boto3.session.Session().client(
-                "s3", config=Config(max_pool_connections=32, retries={"mode": "standard"})
-            )
-        return _clients["s3"]
+
+def _session() -> Any:
+    import boto3
+
+    return boto3.session.Session()
+
+
+def _config(pool: int) -> Any:
+    from botocore.config import Config
+
+    return Config(max_pool_connections=pool, retries={"mode": "standard"})
+
+
+def s3_client() -> Any:
+    # A pool as wide as the parallel ranged GETs of the artifact loader.
+    return _cached("s3", lambda: _session().client("s3", config=_config(32)))
+
+
+def sqs_client() -> Any:
+    return _cached("sqs", lambda: _session().client("sqs", config=_config(4)))
 
 
 def reset_clients() -> None:
@@ -32,4 +49,4 @@ def reset_clients() -> None:
         _clients.clear()
 
 
-__all__ = ["reset_clients", "s3_client"]
+__all__ = ["reset_clients", "s3_client", "sqs_client"]

@@ -1,83 +1,100 @@
-"""The batch path: SQS records → synthesis → one S3 object per job; failures reported per record.
+"""The SQS path: every record is a job (function.jobs), worked on (function.worker) until it is done or its
+share of the invocation runs out; records that could not be started go back in `batchItemFailures`.
 
-Message body (JSON; `function.schema.SpeechJob`, the POST /v1/tts fields plus an id):
+Message bodies (JSON):
 
-    {"id": "order-42-line-3",             required; [A-Za-z0-9._-], becomes the default key
-     "text": "...",                       up to COSYVOICE_BATCH_MAX_TEXT_CHARS characters
+    {"job": "<id>"}                       a stored job: sent by POST /v1/jobs, and by a worker to
+                                          continue a job in the next invocation (function.schema.JobMessage)
+    {"id": "order-42-line-3",             a raw job (function.schema.SpeechJob): submitted as a job on
+     "text": "...",                       receipt (the same id and content again is the same job; other
      "speaker": "英文女" | "instruct": "..." | "prompt_audio": "<base64>", "prompt_text": "...",
      "format": "wav", "speed": 1.0, "seed": 7,
-     "output_key": "custom/name.wav"}     optional; default "<id>.<format>"
+     "output_key": "custom/name.wav"}     content under the same id is refused), then worked on at once
 
-The object lands at s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX<key>. The key is a function
-of the message alone, and a job whose object exists is skipped: a redelivered message (visibility timeout,
-a retried batch) yields the same single object. A record that cannot be done (malformed JSON, unknown
-speaker, S3 refusing the write) is returned in `batchItemFailures` (the function must be configured with
-`FunctionResponseTypes: [ReportBatchItemFailures]`); its neighbours succeed, and after the queue's
-maxReceiveCount the redrive policy moves it to the dead-letter queue.
+Each record's outcome (one `batch_record` log line each):
+  acked     done; exists (a duplicate, or already done); continued (progress checkpointed, a
+            continuation message sent); failed for good: a client error (bad JSON, no id, unknown
+            speaker, an id reused with other content), recorded in the job's status when it is the job's
+  returned  deferred (no time to start it before the deadline) and transient errors (S3, SQS, ours):
+            retried after the visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES)
+            the job's status says failed and why, and SQS moves the message to the dead-letter queue.
+The function must be configured with `FunctionResponseTypes: [ReportBatchItemFailures]`.
+
+The records share the invocation: each may use the time left divided by the records left, so a long job
+continues in the next invocation instead of starving its neighbour.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from function.audio import encode, output_rate
+from function import jobs, worker
+from function.deadline import Deadline, invocation_deadline
 from function.errors import InvalidRequest, TTSError
+from function.jobs import Job
 from function.model import get_engine
-from function.schema import SpeechJob, parse
+from function.schema import JobMessage, SpeechJob, parse
 from function.settings import Settings, get_settings
-from function.storage import Written, exists, store
+from function.worker import Outcome
 
 logger = logging.getLogger(__name__)
 
 
-def write_job(job: SpeechJob, settings: Settings, max_text_chars: int) -> Written:
-    """Synthesize `job` into its S3 object unless that object exists."""
-    if settings.output_bucket is None:
-        raise InvalidRequest("COSYVOICE_OUTPUT_BUCKET is not set: this deployment cannot write audio to S3")
-    key = settings.output_prefix + job.output_name()
-    options = job.to_options().validated(max_text_chars)
-    if exists(settings.output_bucket, key):
-        return Written(settings.output_bucket, key, existed=True)
-    engine = get_engine()
-    data = encode(engine.stream(options), options.format, engine.sample_rate, options.sample_rate)
-    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
-    store(settings.output_bucket, key, data, options.format, rate, job.id)
-    return Written(settings.output_bucket, key, existed=False)
-
-
-def process_record(record: Mapping[str, Any], settings: Settings) -> Written:
+def process_record(
+    record: Mapping[str, Any], settings: Settings, deadline: Deadline | None
+) -> tuple[Job, Outcome]:
     try:
         body = json.loads(record["body"])
     except (KeyError, TypeError, ValueError):
         raise InvalidRequest("the message body is not JSON") from None
-    job = parse(SpeechJob, body)
-    if job.id is None:
-        raise InvalidRequest("id is required on the batch path")
-    return write_job(job, settings, settings.job_max_text_chars)
+    if isinstance(body, dict) and "job" in body:
+        job = jobs.load(parse(JobMessage, body).job, settings)
+    else:
+        request = parse(SpeechJob, body)
+        if request.id is None:
+            raise InvalidRequest("id is required in a raw job message")
+        job, _ = jobs.submit(request, settings)
+    receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
+    return job, worker.run(job, get_engine(), settings, deadline, receives >= settings.job_max_receives)
 
 
-def handle_sqs(event: Mapping[str, Any]) -> dict[str, list[dict[str, str]]]:
+def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
     """One SQS batch → {"batchItemFailures": [{"itemIdentifier": messageId}, ...]}."""
     settings = get_settings()
+    deadline = invocation_deadline(context)
+    records = event.get("Records", [])
     failures = []
-    for record in event.get("Records", []):
+    for index, record in enumerate(records):
         message_id = str(record.get("messageId", ""))
         outcome: dict[str, Any] = {"event": "batch_record", "messageId": message_id}
+        share = _share(deadline, len(records) - index)
         try:
-            written = process_record(record, settings)
-            outcome |= {"status": "exists" if written.existed else "written", "key": written.key}
+            if share is not None and share.expired():
+                outcome["status"] = Outcome.DEFERRED.value
+            else:
+                job, result = process_record(record, settings, share)
+                outcome |= {"job": job.id, "status": result.value, "key": job.key}
         except TTSError as exc:
-            outcome |= {"status": "failed", "code": exc.code, "message": exc.message}
+            status = "failed" if 400 <= exc.status < 500 else "retrying"  # client errors are permanent
+            outcome |= {"status": status, "code": exc.code, "message": exc.message}
         except Exception as exc:  # one record's bug must not fail its neighbours
             logger.exception("batch record %s failed", message_id)
-            outcome |= {"status": "failed", "code": "internal_error", "message": type(exc).__name__}
-        if outcome["status"] == "failed":
+            outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
+        if outcome["status"] in (Outcome.DEFERRED.value, "retrying"):
             failures.append({"itemIdentifier": message_id})
         print(json.dumps(outcome, ensure_ascii=False), flush=True)
     return {"batchItemFailures": failures}
 
 
-__all__ = ["handle_sqs", "process_record", "write_job"]
+def _share(deadline: Deadline | None, records_left: int) -> Deadline | None:
+    """This record's part of the invocation: the time left, split evenly among the records left."""
+    if deadline is None:
+        return None
+    return Deadline(time.monotonic() + deadline.remaining() / records_left, deadline.reason, deadline.seconds)
+
+
+__all__ = ["handle_sqs", "process_record"]

@@ -65,6 +65,11 @@ class SpeedMeter:
             self._seconds_per_token = measured if known is None else known + SMOOTHING * (measured - known)
             self._from_warm_up = warm_up
 
+    def seconds_for(self, segments: list[str], token_rate: float) -> float | None:
+        """The compute seconds `check` expects `segments` to take here; None before any measurement."""
+        per_token = self._seconds_per_token
+        return None if per_token is None else expected_speech_seconds(segments) * token_rate * per_token
+
     def check(self, segments: list[str], text_chars: int, token_rate: float, deadline: Deadline) -> None:
         """Raise OverBudget when the expected synthesis of `segments` would outlast `deadline`."""
         per_token = self._seconds_per_token

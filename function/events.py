@@ -11,17 +11,18 @@ tested in-process against the files in events/.
 from __future__ import annotations
 
 import base64
+import hashlib
 from typing import Any
 
+from function import jobs, worker
 from function.audio import media_type, output_rate
-from function.batch import write_job
 from function.deadline import invocation_deadline
 from function.errors import TTSError
 from function.model import get_engine
 from function.reply import reply_audio
 from function.schema import SpeechJob, parse
 from function.settings import Settings
-from function.storage import location
+from function.storage import Written, location
 
 
 class UnsupportedEvent(TTSError):
@@ -54,16 +55,18 @@ def event_kind(event: Any) -> str | None:
 
 
 def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None) -> dict[str, Any]:
-    """A SpeechJob as the event. With `id` or `output_key` the audio goes to S3 (idempotently) and the
-    reply names it; otherwise the reply carries it base64, or, when that would not fit Lambda's 6 MB
+    """A SpeechJob as the event. With `id` or `output_key` it is a job (function.jobs; an output_key
+    alone names one by its key): worked on in this invocation, the reply is its status (GET
+    /v1/jobs/{id}'s body) and, once done, names the audio with a presigned URL; a job that does not
+    finish continues through the queue, or when the deployment has none, in the next invoke of the same
+    event. Otherwise the reply carries the audio base64, or, when that would not fit Lambda's 6 MB
     response, it goes to S3 anyway if an output bucket is configured. Work that cannot finish before the
     invocation's deadline (`context`) is refused up front. Errors come back as
     {"error": {"code", "message"}} (no stack trace). The engine is borrowed only once the event parses."""
     try:
         job = parse(SpeechJob, event)
         if job.id is not None or job.output_key is not None:
-            written = write_job(job, settings, settings.max_text_chars)
-            return location(written, job.format, output_rate(job.format, get_engine().sample_rate))
+            return _run_job(job, settings, context)
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
         chunks = engine.stream(options, invocation_deadline(context))
@@ -79,6 +82,20 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
         return location(audio, options.format, rate)
     except TTSError as exc:
         return exc.to_dict()
+
+
+def _run_job(request: SpeechJob, settings: Settings, context: Any) -> dict[str, Any]:
+    if request.id is None:  # the key is the job: the same key with other content is refused
+        key_id = hashlib.sha256(request.output_name().encode()).hexdigest()[:32]
+        request = request.model_copy(update={"id": key_id})
+    job, _ = jobs.submit(request, settings)
+    engine = get_engine()
+    outcome = worker.run(job, engine, settings, invocation_deadline(context))
+    reply = jobs.view(job, jobs.status(job))
+    if outcome in (worker.Outcome.DONE, worker.Outcome.EXISTED):
+        written = Written(job.bucket, job.key, existed=outcome is worker.Outcome.EXISTED)
+        reply |= location(written, job.format, output_rate(job.format, engine.sample_rate))
+    return reply
 
 
 __all__ = ["UnsupportedEvent", "direct_invoke", "event_kind"]

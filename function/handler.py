@@ -97,7 +97,7 @@ def lambda_handler(event: Any, context: Any) -> Any:
     if kind == "http":
         return _http_adapter()(event, context)
     if kind == "sqs":
-        return handle_sqs(event)
+        return handle_sqs(event, context)
     if kind == "direct":
         return direct_invoke(event, _settings, context)
     raise UnsupportedEvent.of(event)

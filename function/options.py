@@ -49,14 +49,15 @@ class SynthesisOptions:
     def validated(self, max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
         """Check everything that does not need the model; return self so edges can chain it.
 
-        Each edge sets its own text limit (HTTP is bounded by Lambda's 30 s, batch is not); None skips it.
+        Each edge sets its own text limit (HTTP by API Gateway's 30 s, jobs by a cap of their own); None
+        skips it.
         """
         if not isinstance(self.text, str) or not self.text.strip():
             raise InvalidRequest("text is empty: give the words to speak")
         if max_text_chars is not None and len(self.text) > max_text_chars:
             raise TextTooLong(
                 f"text has {len(self.text)} characters, the limit is {max_text_chars};"
-                " split it or use the batch (SQS) path"
+                " split it (POST /v1/jobs and the SQS queue take far longer texts than a synchronous request)"
             )
         audio_format(self.format)  # refuses an unknown one
         if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:

@@ -1,4 +1,4 @@
-"""Wire shapes of the edges: the HTTP bodies, the SQS message / direct-invoke event, the error body.
+"""Wire shapes of the edges: the HTTP bodies, the SQS messages / direct-invoke event, the error body.
 
 Every edge turns its payload into `SynthesisOptions` here, and value checks (text length, speed range,
 format names, mode) stay in `SynthesisOptions.validated`: these models only fix names and JSON types.
@@ -55,12 +55,22 @@ class SpeechRequest(BaseModel):
         )
 
 
-class SpeechJob(SpeechRequest):
-    """One SQS message body, or a direct-invoke event. The audio goes to
-    s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX{output_key or id + "." + format};
-    a job whose object already exists is not synthesized again (redeliveries are free and idempotent)."""
+class JobRequest(SpeechRequest):
+    """POST /v1/jobs: the /v1/tts fields, for texts up to COSYVOICE_JOB_MAX_TEXT_CHARS, plus an optional
+    `id`. The same id with the same content is the same job (submitting it again reports it); the same
+    id with other content is refused. `stream` is accepted and ignored: a job's segments are synthesised
+    whole, as /v1/tts does without it."""
 
-    id: str | None = Field(None, pattern=JOB_ID_PATTERN, description="Job id; required on the batch path.")
+    id: str | None = Field(
+        None, pattern=JOB_ID_PATTERN, description="Job id (idempotency key); default: a fresh one."
+    )
+
+
+class SpeechJob(JobRequest):
+    """A raw SQS message body, or a direct-invoke event: a job given whole. The audio goes to
+    s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX{output_key or id + "." + format}
+    (function.jobs has the layout); a redelivery of the same message is the same job."""
+
     output_key: str | None = Field(
         None, min_length=1, max_length=1024, description="Key under the output prefix; default id.format."
     )
@@ -73,6 +83,23 @@ class SpeechJob(SpeechRequest):
         if self.id is None:
             raise InvalidRequest("give an id (or an output_key) to write the audio to S3")
         return f"{self.id}.{self.format}"
+
+
+class JobMessage(BaseModel):
+    """An SQS message naming a stored job (function.jobs): sent by POST /v1/jobs, and by a worker that
+    ran out of invocation to continue in the next one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    job: str = Field(pattern=JOB_ID_PATTERN)
+
+
+class JobAccepted(BaseModel):
+    """POST /v1/jobs's answer; GET status_url for the job's state."""
+
+    id: str
+    status: str = Field(examples=["queued"])
+    status_url: str = Field(examples=["/v1/jobs/7f3e9c"])
 
 
 class OpenAIVoice(BaseModel):
@@ -163,6 +190,9 @@ def parse(model: type[BaseModel], data: Any) -> Any:
 __all__ = [
     "ErrorBody",
     "JOB_ID_PATTERN",
+    "JobAccepted",
+    "JobMessage",
+    "JobRequest",
     "OPENAI_SAMPLE_RATE",
     "OpenAISpeechRequest",
     "OpenAIVoice",

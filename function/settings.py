@@ -1,10 +1,16 @@
 """Deployment configuration, read once from the environment (Lambda function settings, container env).
 
 COSYVOICE_ARTIFACT              artifact directory, or s3://bucket/prefix (read into memory); required
-COSYVOICE_OUTPUT_BUCKET         bucket for batch outputs and large direct-invoke results; default none
+COSYVOICE_OUTPUT_BUCKET         bucket for jobs (their audio, status, parts) and large direct-invoke
+                                results; default none
 COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
 COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
 COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS message); default 100000
+COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue through); default none: no
+                                POST /v1/jobs, and a job that does not finish in one invocation is
+                                handed back to the queue (batchItemFailures) instead of continued
+COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
+                                (or finds no time) is marked failed with the reason; default 5
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
@@ -36,6 +42,7 @@ LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
+DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -50,6 +57,8 @@ class Settings:
     output_prefix: str = "tts/"
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     job_max_text_chars: int = DEFAULT_JOB_MAX_TEXT_CHARS
+    job_queue_url: str | None = None
+    job_max_receives: int = DEFAULT_JOB_MAX_RECEIVES
     max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
@@ -93,6 +102,8 @@ class Settings:
             output_prefix=env.get("COSYVOICE_OUTPUT_PREFIX", cls.output_prefix),
             max_text_chars=_int(env, "COSYVOICE_MAX_TEXT_CHARS", DEFAULT_MAX_TEXT_CHARS, 1),
             job_max_text_chars=_int(env, "COSYVOICE_JOB_MAX_TEXT_CHARS", DEFAULT_JOB_MAX_TEXT_CHARS, 1),
+            job_queue_url=env.get("COSYVOICE_JOB_QUEUE_URL", "").strip() or None,
+            job_max_receives=_int(env, "COSYVOICE_JOB_MAX_RECEIVES", DEFAULT_JOB_MAX_RECEIVES, 1),
             max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,

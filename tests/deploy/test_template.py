@@ -21,6 +21,8 @@ from infra.render import PLACEHOLDER_REGION, ROOT, Rendered, configured_region, 
 TEMPLATE = load_template()
 SNAPSTART_MAX_EPHEMERAL_MB = 512
 SQS_VISIBILITY_FACTOR = 6
+# Receives before the dead-letter queue: throttled or unstarted receives must not dead-letter a job early.
+MIN_RECEIVES = 5
 
 COMBINATIONS = [
     dict(
@@ -154,8 +156,11 @@ def queue_violations(r: Rendered) -> list[str]:
             found.append(
                 f"{queue}: visibility {visibility} s < {SQS_VISIBILITY_FACTOR} x timeout {timeout} s"
             )
-        if "RedrivePolicy" not in r.resources[queue]["Properties"]:
+        redrive = r.resources[queue]["Properties"].get("RedrivePolicy")
+        if redrive is None:
             found.append(f"{queue}: no dead-letter queue")
+        elif int(redrive["maxReceiveCount"]) < MIN_RECEIVES:
+            found.append(f"{queue}: maxReceiveCount {redrive['maxReceiveCount']} < {MIN_RECEIVES}")
     return found
 
 
@@ -289,6 +294,32 @@ def test_function_settings_read_every_variable_the_template_sets(rendering):
         if variable.startswith("AWS_LAMBDA_"):
             continue  # read by Lambda itself (the exec wrapper of the response-streaming section)
         assert f'"{variable}"' in settings, f"function/settings.py does not read {variable}"
+
+
+def test_the_function_queues_jobs_on_its_own_queue(rendering):
+    (function,) = rendering.of_type("AWS::Lambda::Function").values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["COSYVOICE_JOB_QUEUE_URL"] == {"Ref": "JobQueue"}
+    assert variables["COSYVOICE_JOB_MAX_TEXT_CHARS"] == rendering.parameters["JobMaxTextChars"]
+    # The worker marks a job failed on the receive after which SQS dead-letters its message.
+    redrive = rendering.resources["JobQueue"]["Properties"]["RedrivePolicy"]
+    assert variables["COSYVOICE_JOB_MAX_RECEIVES"] == redrive["maxReceiveCount"] == "5"
+    sends = [s for s in _statements(rendering) if "sqs:SendMessage" in s["Action"]]
+    assert [(s["Effect"], s["Resource"]) for s in sends] == [("Allow", {"Fn::GetAtt": ["JobQueue", "Arn"]})]
+
+
+@pytest.mark.parametrize("reserved", ["0", "25"])
+def test_reserved_concurrency_follows_the_parameter(reserved):
+    r = render(TEMPLATE, {**REQUIRED, "ReservedConcurrency": reserved})
+    (function,) = r.of_type("AWS::Lambda::Function").values()
+    expected = None if reserved == "0" else "25"  # 0: unreserved, the property left out
+    assert function["Properties"].get("ReservedConcurrentExecutions") == expected
+
+
+def test_api_throttles_follow_the_parameters():
+    r = render(TEMPLATE, {**REQUIRED, "ApiRateLimit": "3", "ApiBurstLimit": "6"})
+    settings = r.resources["HttpApiStage"]["Properties"]["DefaultRouteSettings"]
+    assert (settings["ThrottlingRateLimit"], settings["ThrottlingBurstLimit"]) == ("3", "6")
 
 
 def test_snapstart_function_reads_the_artifact_from_its_prefix_only():
@@ -459,6 +490,13 @@ def test_guard_catches_a_short_visibility_timeout_and_missing_batch_failures():
         resources["JobQueueMapping"]["Properties"].pop("FunctionResponseTypes")
 
     assert len(queue_violations(_broken(edit))) == 2
+
+
+def test_guard_catches_a_low_max_receive_count():
+    def edit(resources):
+        resources["JobQueue"]["Properties"]["RedrivePolicy"]["maxReceiveCount"] = 3
+
+    assert queue_violations(_broken(edit)) == ["JobQueue: maxReceiveCount 3 < 5"]
 
 
 def test_guard_catches_a_dangling_reference():

@@ -1,4 +1,5 @@
-"""Fixtures for the function's edges: a real uvicorn server, moto_server for S3, the local Lambda runtime.
+"""Fixtures for the function's edges: a real uvicorn server, moto_server for S3 and SQS, the local Lambda
+runtime.
 
 Everything runs the real engine on the session's tiny artifact (tests marked `engine`).
 """
@@ -121,11 +122,14 @@ def serving(artifact: str, log: Path, **env: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def server(artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The server on the tiny artifact, with small limits so the limit tests stay small."""
+def server(
+    artifact_location: str, tmp_path_factory: pytest.TempPathFactory, moto_endpoint: str
+) -> Iterator[str]:
+    """The server on the tiny artifact, with small limits so the limit tests stay small, and a bucket and
+    queue on moto_server so the job routes serve (jobs are queued there, never worked on)."""
     log = tmp_path_factory.mktemp("serve") / "server.log"
     limits = dict(COSYVOICE_MAX_TEXT_CHARS=str(MAX_TEXT_CHARS), COSYVOICE_MAX_BODY_BYTES=str(MAX_BODY_BYTES))
-    with serving(artifact_location, log, **limits) as url:
+    with serving(artifact_location, log, **limits, **job_storage(moto_endpoint)) as url:
         yield url
 
 
@@ -146,7 +150,7 @@ def instruct_artifact(tiny_artifact: Path, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="session")
 def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto_server (S3 API) on loopback; each test uses buckets of its own."""
+    """moto_server (S3 and SQS APIs) on loopback; each test uses buckets and queues of its own."""
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     binary = Path(sys.executable).with_name("moto_server")
@@ -162,15 +166,40 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop(process)
 
 
-@pytest.fixture
-def s3_env(moto_endpoint: str) -> dict[str, str]:
+def aws_env(endpoint: str) -> dict[str, str]:
     return {
-        "AWS_ENDPOINT_URL_S3": moto_endpoint,
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "AWS_ENDPOINT_URL_SQS": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "us-east-1",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
+
+
+def job_storage(endpoint: str) -> dict[str, str]:
+    """A fresh bucket and queue on moto_server, as the environment of a function that takes jobs."""
+    import boto3
+
+    clients = {
+        name: boto3.client(
+            name,
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        for name in ("s3", "sqs")
+    }
+    name = f"jobs-{uuid.uuid4().hex[:12]}"
+    clients["s3"].create_bucket(Bucket=name)
+    queue = clients["sqs"].create_queue(QueueName=name)["QueueUrl"]
+    return {**aws_env(endpoint), "COSYVOICE_OUTPUT_BUCKET": name, "COSYVOICE_JOB_QUEUE_URL": queue}
+
+
+@pytest.fixture
+def s3_env(moto_endpoint: str) -> dict[str, str]:
+    return aws_env(moto_endpoint)
 
 
 @pytest.fixture
@@ -191,3 +220,23 @@ def bucket(s3: Any) -> str:
     name = f"out-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def sqs(s3_env: dict[str, str]) -> Any:
+    import boto3
+
+    return boto3.client(
+        "sqs",
+        endpoint_url=s3_env["AWS_ENDPOINT_URL_SQS"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
+@pytest.fixture
+def queue(sqs: Any) -> str:
+    """A job queue of its own; a message handed back becomes visible again after a second."""
+    name = f"jobs-{uuid.uuid4().hex[:12]}"
+    return str(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "1"})["QueueUrl"])

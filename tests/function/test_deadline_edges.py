@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,8 @@ def test_a_lambda_invocation_refuses_work_its_remaining_time_cannot_finish(artif
         runtime.api.deadline_seconds = 900
         assert runtime.invoke(event).json()["statusCode"] == 200
         assert "audio" in runtime.invoke(direct).json()
+        # The gateway took this request 29.5 s ago: whatever the function's timeout, it answers at 30 s.
+        event["requestContext"]["timeEpoch"] = int((time.time() - 29.5) * 1000)
+        reply = runtime.invoke(event).json()
+        assert reply["statusCode"] == 413, reply
+        assert "API Gateway's 30 s limit" in json.loads(reply["body"])["error"]["message"]

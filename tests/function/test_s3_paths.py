@@ -1,4 +1,5 @@
-"""S3 against moto_server on loopback: the artifact read from s3://, batch outputs, idempotency, failures."""
+"""S3 against moto_server on loopback: the artifact read from s3://, raw SQS jobs' outputs, idempotency,
+failures (test_jobs.py has the job API and jobs across invocations)."""
 
 from __future__ import annotations
 
@@ -81,14 +82,19 @@ def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
         first = {key: s3.head_object(Bucket=bucket, Key=key)["ETag"] for key in keys(s3, bucket)}
         assert runtime.invoke(event).json() == {"batchItemFailures": []}  # redelivered
         statuses = [r["status"] for r in batch_records(runtime, expected=4)]
-    assert sorted(first) == ["tts/a.wav", "tts/custom/b.mp3"]
+    assert [key for key in sorted(first) if not key.startswith("tts/jobs/")] == [
+        "tts/a.wav",
+        "tts/custom/b.mp3",
+    ]
     assert {key: s3.head_object(Bucket=bucket, Key=key)["ETag"] for key in keys(s3, bucket)} == first
-    assert statuses == ["written", "written", "exists", "exists"]
+    assert statuses == ["done", "done", "exists", "exists"]
     head = s3.head_object(Bucket=bucket, Key="tts/a.wav")
     assert head["ContentType"] == "audio/wav" and head["Metadata"]["job-id"] == "a"
 
 
-def test_bad_records_fail_alone(artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]) -> None:
+def test_bad_records_are_refused_alone_and_for_good(
+    artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]
+) -> None:
     event = sqs_event(
         job("good"),
         "this is not json",
@@ -100,8 +106,20 @@ def test_bad_records_fail_alone(artifact_location: str, s3: Any, bucket: str, s3
     with local_lambda(artifact_location, COSYVOICE_OUTPUT_BUCKET=bucket, **s3_env) as runtime:
         runtime.wait_init()
         reply = runtime.invoke(event).json()
-    assert reply == {"batchItemFailures": [{"itemIdentifier": f"m{i}"} for i in range(1, 6)]}
-    assert keys(s3, bucket) == ["tts/good.wav"]
+        records = batch_records(runtime, expected=6)
+    # Client errors are permanent: acked (a retry could not help), each logged with its reason.
+    assert reply == {"batchItemFailures": []}
+    assert [(r["status"], r.get("code")) for r in records] == [
+        ("done", None),
+        ("failed", "invalid_request"),
+        ("failed", "invalid_request"),
+        ("failed", "unknown_speaker"),
+        ("failed", "invalid_request"),
+        ("failed", "invalid_request"),
+    ]
+    assert [key for key in keys(s3, bucket) if not key.startswith("tts/jobs/")] == ["tts/good.wav"]
+    status = json.loads(s3.get_object(Bucket=bucket, Key="tts/jobs/who/status.json")["Body"].read())
+    assert status["status"] == "failed" and status["error"]["code"] == "unknown_speaker"
 
 
 def test_a_failing_write_reports_its_record(artifact_location: str, s3_env: dict[str, str]) -> None:
