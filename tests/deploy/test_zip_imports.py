@@ -46,6 +46,8 @@ with open(events + "/http-api-tts.json", encoding="utf-8") as f:
 with open(events + "/direct-tts.json", encoding="utf-8") as f:
     direct = handler.lambda_handler(json.load(f), None)
 url = handler.s3_client().generate_presigned_url("get_object", Params={"Bucket": "audio-bucket", "Key": "k"})
+from function.aws import sqs_client  # jobs continue through the queue: botocore's SQS model must be there
+from function.lambda_stream import function_url, runtime  # StreamingUrl=enabled starts this instead
 stdlib = (sys.base_prefix, sys.base_exec_prefix)
 outside = sorted(
     name for name, module in list(sys.modules.items())
@@ -60,6 +62,7 @@ print(json.dumps({
     "outside": outside,
     "local": [name for name in sys.modules if name.startswith("function.local")],
     "normaliser": "kaldifst" in sys.modules,  # the text went through the wetext graphs
+    "sqs": sqs_client().meta.service_model.service_name,
 }))
 """
 
@@ -104,3 +107,4 @@ def test_trimmed_tree_runs_the_snapstart_path_and_both_event_kinds(staged: Path,
     assert report["outside"] == [], "modules imported from outside the zip tree"
     assert report["local"] == []
     assert report["normaliser"] is True
+    assert report["sqs"] == "sqs"
