@@ -1,6 +1,7 @@
 """The bench's commands, registered the way function.cli registers every package's commands.
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
+    load                                  health probes while `serve` is saturated (loopback)
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
     verify                                full-size parity against upstream (see bench.verify)
@@ -15,7 +16,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bench.config import FULL, BenchConfig
+from bench.config import FULL, ROOT, BenchConfig
 from bench.tables import Table, seconds
 from bench.workload import TEXTS
 from function import cli
@@ -57,6 +58,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     }
     for name, text in helps.items():
         commands.add_parser(name, parents=[shared], help=text).set_defaults(run=measure)
+    load = commands.add_parser("load", help="health probes while `serve` is saturated (loopback)")
+    load.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
+    load.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
+    load.add_argument(
+        "--set",
+        action="append",
+        default=["COSYVOICE_THREADS=1", "COSYVOICE_MAX_CONCURRENT=1", "COSYVOICE_MAX_QUEUED=2"],
+        metavar="NAME=VALUE",
+        help="server settings (default: one one-thread slot and two queue places)",
+    )
+    load.set_defaults(run=probe_under_load)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -71,6 +83,16 @@ def write_report(args: argparse.Namespace) -> int:
     from bench import report
 
     print(f"wrote {report.run(args.results)}")
+    return 0
+
+
+def probe_under_load(args: argparse.Namespace) -> int:
+    from bench import load
+
+    if not (args.artifacts / "manifest.json").exists():
+        return cli.fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+    settings = dict(item.split("=", 1) for item in args.set)
+    print(load.run(args.code.resolve(), args.artifacts.resolve(), settings).render())
     return 0
 
 

@@ -1,0 +1,113 @@
+"""`python -m bench load`: health probes while `serve` is saturated, on loopback.
+
+The shape of issue 12's observation: REQUESTS syntheses of an 800-character text sent at once to one
+server, and /healthz probed every 20 ms on fresh connections (as kubelet probes) with a 5 s timeout,
+until every synthesis is answered or the probe window ends. Prints how many probes timed out, their
+median and slowest answer, and how the syntheses were answered (200, or 429 beyond the queue). Any
+artifact serves (the probes do not depend on the model's size); `--code` runs another checkout's
+function/ (the code before a change) against the same artifact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from bench.tables import Table
+
+REQUESTS = 48
+TEXT = ("The quick brown fox jumps over the lazy dog, and keeps on running. " * 12)[:800]
+PROBE_TIMEOUT = 5.0
+PROBE_EVERY = 0.02
+PROBE_WINDOW = 20.0  # seconds of probing at most; the syntheses still run to their end
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(code: Path, artifact: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COSYVOICE_")}
+    environ |= {"PYTHONPATH": str(code), **env}
+    if "COSYVOICE_WHISPER_ASSETS" in os.environ:
+        environ["COSYVOICE_WHISPER_ASSETS"] = os.environ["COSYVOICE_WHISPER_ASSETS"]
+    command = [sys.executable, "-m", "function", "serve", "--artifacts", str(artifact), "--port", str(port)]
+    return subprocess.Popen(
+        [*command, "--log-level", "warning"],
+        cwd=code,
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def _load(url: str, speaker: str) -> tuple[list[float], int, Counter[str]]:
+    speak = httpx.AsyncClient(base_url=url, timeout=600, limits=httpx.Limits(max_connections=None))
+    probe = httpx.AsyncClient(
+        base_url=url, timeout=PROBE_TIMEOUT, limits=httpx.Limits(max_keepalive_connections=0)
+    )
+    latencies: list[float] = []
+    timeouts = 0
+    body = {"text": TEXT, "speaker": speaker, "seed": 1}
+    async with speak, probe:
+        tasks = [asyncio.create_task(speak.post("/v1/tts", json=body)) for _ in range(REQUESTS)]
+        end = time.monotonic() + PROBE_WINDOW
+        while not all(task.done() for task in tasks) and time.monotonic() < end:
+            start = time.perf_counter()
+            try:
+                await probe.get("/healthz")
+                latencies.append((time.perf_counter() - start) * 1000)
+            except httpx.TimeoutException:
+                timeouts += 1
+            await asyncio.sleep(PROBE_EVERY)
+        answers: Counter[str] = Counter()
+        for outcome in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                answers[type(outcome).__name__] += 1
+            else:
+                answers[str(outcome.status_code)] += 1
+    return latencies, timeouts, answers
+
+
+def run(code: Path, artifact: Path, env: dict[str, str]) -> Table:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = _serve(code, artifact, port, env)
+    try:
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited with {server.returncode}")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        speaker = httpx.get(f"{url}/v1/speakers", timeout=5).json()["speakers"][0]
+        latencies, timeouts, answers = asyncio.run(_load(url, speaker))
+    finally:
+        server.terminate()
+        server.wait()
+    table = Table(
+        f"/healthz while {REQUESTS} syntheses of {len(TEXT)} characters arrive at once ({code})",
+        ["probes", f"timed out ({PROBE_TIMEOUT:.0f} s)", "median", "slowest", "syntheses answered"],
+    )
+    answered = ", ".join(f"{count}× {status}" for status, count in sorted(answers.items()))
+    median = f"{statistics.median(latencies):.1f} ms" if latencies else "—"
+    slowest = f"{max(latencies):.1f} ms" if latencies else "—"
+    table.add(str(len(latencies) + timeouts), str(timeouts), median, slowest, answered)
+    table.notes.append("settings: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "defaults"))
+    return table
+
+
+__all__ = ["run"]
