@@ -16,7 +16,8 @@ Each record's outcome (one `batch_record` log line each):
             continuation message sent); failed for good: a client error (bad JSON, no id, unknown
             speaker, an id reused with other content), recorded in the job's status when it is the job's
   returned  deferred (no time to start it before the deadline) and transient errors (S3, SQS, ours):
-            retried after the visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES)
+            received again in 10 s or 60 s (function.job_queue.hand_back), not after the 90 min
+            visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES)
             the job's status says failed and why, and SQS moves the message to the dead-letter queue.
 The function must be configured with `FunctionResponseTypes: [ReportBatchItemFailures]`.
 
@@ -32,7 +33,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from function import jobs, worker
+from function import job_queue, jobs, worker
 from function.deadline import Deadline, invocation_deadline
 from function.errors import InvalidRequest, TTSError
 from function.jobs import Job
@@ -86,6 +87,10 @@ def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[
             outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
         if outcome["status"] in (Outcome.DEFERRED.value, "retrying"):
             failures.append({"itemIdentifier": message_id})
+            if "receiptHandle" in record:
+                deferred = outcome["status"] == Outcome.DEFERRED.value
+                delay = job_queue.RETRY_DEFERRED_SECONDS if deferred else job_queue.RETRY_FAILED_SECONDS
+                job_queue.hand_back(record["receiptHandle"], delay, settings)
         print(json.dumps(outcome, ensure_ascii=False), flush=True)
     return {"batchItemFailures": failures}
 

@@ -7,6 +7,7 @@ queue's maxReceiveCount, and its message is small whatever the size of the text.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from function.aws import sqs_client
@@ -31,6 +32,26 @@ def queue_url(settings: Settings) -> str:
     return settings.job_queue_url
 
 
+# How soon a record handed back (batchItemFailures) is received again, instead of after the queue's
+# visibility timeout (90 min: 6x the function's): one that found no time, soon; a transient error, after
+# a pause.
+RETRY_DEFERRED_SECONDS = 10
+RETRY_FAILED_SECONDS = 60
+
+
+def hand_back(receipt_handle: str, seconds: int, settings: Settings) -> None:
+    """Make a received message visible again in `seconds` (best effort: if SQS refuses, the visibility
+    timeout brings it back all the same)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if settings.job_queue_url is None:
+        return
+    with contextlib.suppress(BotoCoreError, ClientError):
+        sqs_client().change_message_visibility(
+            QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+        )
+
+
 def enqueue(job_id: str, settings: Settings) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -40,4 +61,11 @@ def enqueue(job_id: str, settings: Settings) -> None:
         raise QueueError(f"cannot queue job {job_id!r}: {exc}") from exc
 
 
-__all__ = ["QueueError", "enqueue", "queue_url"]
+__all__ = [
+    "RETRY_DEFERRED_SECONDS",
+    "RETRY_FAILED_SECONDS",
+    "QueueError",
+    "enqueue",
+    "hand_back",
+    "queue_url",
+]

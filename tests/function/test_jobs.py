@@ -321,3 +321,41 @@ def test_two_deliveries_of_one_job_at_once_make_one_audio(
     assert status["status"] == "done" and status["progress"]["segments_done"] == 3
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{folder}parts/")["Contents"]
     assert [item["Key"] for item in listed] == [f"{folder}parts/{index:06d}.pcm" for index in range(3)]
+
+
+class _NoTimeLeft:
+    def get_remaining_time_in_millis(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("outcome", ["deferred", "retrying"])
+def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_timeout(
+    outcome: str, sqs: Any, s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from function import batch, job_queue
+    from function import settings as settings_module
+    from function.settings import Settings
+    from function.storage import StorageError
+
+    url = sqs.create_queue(QueueName=f"slow-{outcome}", Attributes={"VisibilityTimeout": "3600"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"job": "some-job"}))
+    (message,) = received(sqs, url)  # invisible for the next hour, as Lambda's poller leaves it
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(job_queue, "RETRY_DEFERRED_SECONDS", 1)
+    monkeypatch.setattr(job_queue, "RETRY_FAILED_SECONDS", 1)
+
+    def transient(*_: Any) -> Any:
+        raise StorageError("S3 is having a moment")
+
+    monkeypatch.setattr(batch, "process_record", transient)
+    settings = Settings(artifact="unused", output_bucket="unused", job_queue_url=url)
+    monkeypatch.setattr(settings_module, "_settings", settings)
+    reset_clients()
+    try:
+        reply = batch.handle_sqs(as_event([message]), _NoTimeLeft() if outcome == "deferred" else None)
+    finally:
+        reset_clients()
+    assert reply == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+    again = received(sqs, url)  # waits up to 2 s: far less than the hour
+    assert [m["MessageId"] for m in again] == [message["MessageId"]]
