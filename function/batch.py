@@ -31,6 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from function import job_queue, jobs, worker
@@ -99,7 +100,7 @@ def _share(deadline: Deadline | None, records_left: int) -> Deadline | None:
     """This record's part of the invocation: the time left, split evenly among the records left."""
     if deadline is None:
         return None
-    return Deadline(time.monotonic() + deadline.remaining() / records_left, deadline.reason, deadline.seconds)
+    return replace(deadline, at=time.monotonic() + deadline.remaining() / records_left)
 
 
 __all__ = ["handle_sqs", "process_record"]

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import threading
 
-from function.deadline import Deadline
+from function.deadline import JOBS_HINT, Deadline
 from function.errors import TTSError
 from function.frontend import contains_chinese
 
 CJK_SECONDS = 1 / 4.5  # a Chinese character, read aloud
 LETTER_SECONDS = 1 / 12  # a letter or digit of other scripts
 SMOOTHING = 0.3  # weight of the newest measurement in the running figure
-JOBS_HINT = "send it to POST /v1/jobs (or the SQS queue), which splits the work across invocations"
 
 
 class OverBudget(TTSError):
@@ -72,21 +71,19 @@ class SpeedMeter:
 
     def check(self, segments: list[str], text_chars: int, token_rate: float, deadline: Deadline) -> None:
         """Raise OverBudget when the expected synthesis of `segments` would outlast `deadline`."""
-        per_token = self._seconds_per_token
-        if per_token is None:
+        needed = self.seconds_for(segments, token_rate)
+        available = deadline.remaining()
+        if needed is None or needed <= available:
             return
         speech = expected_speech_seconds(segments)
-        needed = speech * token_rate * per_token
-        available = deadline.remaining()
-        if needed <= available:
-            return
         fitting = int(text_chars * max(available, 0.0) / needed) if needed > 0 else text_chars
         raise OverBudget(
             f"this text needs ~{needed:.0f} s of synthesis here (~{speech:.0f} s of speech at"
-            f" {per_token * token_rate:.2f} s per second of speech), more than the {max(available, 0):.0f} s"
+            f" {needed / speech if speech else 0:.2f} s per second of speech), more than the"
+            f" {max(available, 0):.0f} s"
             f" this request has left ({deadline.reason}); about {fitting} of its {text_chars} characters"
             f" fit: shorten it, or {JOBS_HINT}"
         )
 
 
-__all__ = ["JOBS_HINT", "OverBudget", "SpeedMeter", "expected_speech_seconds"]
+__all__ = ["OverBudget", "SpeedMeter", "expected_speech_seconds"]

@@ -22,6 +22,8 @@ RECEIVED = "cosyvoice.received"
 # Room left after the deadline the engine sees: the last chunk's encoding, the reply, the runtime's post.
 REPLY_MARGIN_SECONDS = 1.0
 API_GATEWAY_SECONDS = 30.0  # HTTP and REST APIs' integration timeout (not raisable for HTTP APIs)
+# Where work too long for a request's limit can go (every refusal and stop says it the same way).
+JOBS_HINT = "send it to POST /v1/jobs (or the SQS queue), which splits the work across invocations"
 
 
 class DeadlineExceeded(TTSError):
@@ -50,6 +52,14 @@ class Deadline:
 
     def expired(self) -> bool:
         return time.monotonic() >= self.at
+
+    def check(self) -> None:
+        """Raise DeadlineExceeded once the deadline has passed."""
+        if self.expired():
+            raise DeadlineExceeded(
+                f"synthesis stopped at this request's time limit ({self.seconds:.0f} s, {self.reason});"
+                f" for long texts, {JOBS_HINT}"
+            )
 
 
 def earliest(*deadlines: Deadline | None) -> Deadline | None:
@@ -123,6 +133,7 @@ __all__ = [
     "API_GATEWAY_SECONDS",
     "Deadline",
     "DeadlineExceeded",
+    "JOBS_HINT",
     "RECEIVED",
     "REPLY_MARGIN_SECONDS",
     "client_deadline",

@@ -27,6 +27,7 @@ job write identical parts and one audio object; the status is written with If-Ma
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from enum import StrEnum
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -137,7 +138,7 @@ def _run(
 
 
 def _before(deadline: Deadline | None, seconds: float) -> Deadline | None:
-    return None if deadline is None else Deadline(deadline.at - seconds, deadline.reason, deadline.seconds)
+    return None if deadline is None else replace(deadline, at=deadline.at - seconds)
 
 
 def _fitting(engine: Engine, remaining: list[str], deadline: Deadline | None) -> int:
