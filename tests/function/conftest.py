@@ -177,23 +177,24 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
-def job_storage(endpoint: str) -> dict[str, str]:
-    """A fresh bucket and queue on moto_server, as the environment of a function that takes jobs."""
+def moto_client(service: str, endpoint: str) -> Any:
+    """A boto3 client of moto_server at `endpoint`, with the credentials of aws_env."""
     import boto3
 
-    clients = {
-        name: boto3.client(
-            name,
-            endpoint_url=endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )
-        for name in ("s3", "sqs")
-    }
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
+def job_storage(endpoint: str) -> dict[str, str]:
+    """A fresh bucket and queue on moto_server, as the environment of a function that takes jobs."""
     name = f"jobs-{uuid.uuid4().hex[:12]}"
-    clients["s3"].create_bucket(Bucket=name)
-    queue = clients["sqs"].create_queue(QueueName=name)["QueueUrl"]
+    moto_client("s3", endpoint).create_bucket(Bucket=name)
+    queue = moto_client("sqs", endpoint).create_queue(QueueName=name)["QueueUrl"]
     return {**aws_env(endpoint), "COSYVOICE_OUTPUT_BUCKET": name, "COSYVOICE_JOB_QUEUE_URL": queue}
 
 
@@ -204,15 +205,7 @@ def s3_env(moto_endpoint: str) -> dict[str, str]:
 
 @pytest.fixture
 def s3(s3_env: dict[str, str]) -> Any:
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=s3_env["AWS_ENDPOINT_URL_S3"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    return moto_client("s3", s3_env["AWS_ENDPOINT_URL_S3"])
 
 
 @pytest.fixture
@@ -224,15 +217,7 @@ def bucket(s3: Any) -> str:
 
 @pytest.fixture
 def sqs(s3_env: dict[str, str]) -> Any:
-    import boto3
-
-    return boto3.client(
-        "sqs",
-        endpoint_url=s3_env["AWS_ENDPOINT_URL_SQS"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
+    return moto_client("sqs", s3_env["AWS_ENDPOINT_URL_SQS"])
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import soundfile
-from conftest import EVENTS, SPEAKER, clean_env, local_lambda
+from conftest import EVENTS, SPEAKER, aws_env, clean_env, local_lambda, moto_client
 
 from function.local.invoke import LocalLambda, RuntimeFailed
 
@@ -41,21 +40,9 @@ def decode_audio(data: bytes) -> int:
 
 @pytest.fixture(scope="module")
 def output_bucket(moto_endpoint: str) -> tuple[str, dict[str, str]]:
-    env = {
-        "AWS_ENDPOINT_URL_S3": moto_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }
     name = f"events-{uuid.uuid4().hex[:12]}"
-    boto3.client(
-        "s3",
-        endpoint_url=moto_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    ).create_bucket(Bucket=name)
-    return name, {**env, "COSYVOICE_OUTPUT_BUCKET": name}
+    moto_client("s3", moto_endpoint).create_bucket(Bucket=name)
+    return name, {**aws_env(moto_endpoint), "COSYVOICE_OUTPUT_BUCKET": name}
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +62,7 @@ def test_every_event_file_is_served(
     reply = invocation.json()
     if "Records" in event:
         assert reply == {"batchItemFailures": []}
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=moto_endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
+        s3 = moto_client("s3", moto_endpoint)
         for record in event["Records"]:
             job = json.loads(record["body"])
             obj = s3.get_object(Bucket=output_bucket[0], Key=f"tts/{job['id']}.{job['format']}")

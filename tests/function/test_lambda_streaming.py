@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 import pytest
 import soundfile
-from conftest import EVENTS, SPEAKER, clean_env
+from conftest import EVENTS, SPEAKER, aws_env, clean_env, moto_client
 from mangum import Mangum
 
 from function.lambda_stream.client import HTTP_INTEGRATION, LambdaContext
@@ -174,18 +174,8 @@ def test_an_app_error_after_the_start_becomes_the_error_trailers() -> None:
 @pytest.fixture(scope="module")
 def output_bucket(moto_endpoint: str) -> dict[str, str]:
     """An output bucket on moto_server, and the environment that points the function at it."""
-    import boto3
-
-    env = {
-        "AWS_ENDPOINT_URL_S3": moto_endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "COSYVOICE_OUTPUT_BUCKET": f"stream-{time.monotonic_ns()}",
-    }
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
-                      aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
-    s3.create_bucket(Bucket=env["COSYVOICE_OUTPUT_BUCKET"])
+    env = {**aws_env(moto_endpoint), "COSYVOICE_OUTPUT_BUCKET": f"stream-{time.monotonic_ns()}"}
+    moto_client("s3", moto_endpoint).create_bucket(Bucket=env["COSYVOICE_OUTPUT_BUCKET"])
     return env
 
 
