@@ -96,7 +96,7 @@ class Job:
 
     @property
     def folder(self) -> str:
-        return f"{self.prefix}{JOBS_FOLDER}{self.id}/"
+        return _folder(self.prefix, self.id)
 
     @property
     def key(self) -> str:
@@ -220,8 +220,7 @@ def load(job_id: str, settings: Settings) -> Job:
     bucket = bucket_of(settings)
     if re.fullmatch(JOB_ID_PATTERN, job_id) is None:  # never a key outside the job's folder
         raise JobNotFound(f"no job {job_id!r}")
-    folder = f"{settings.output_prefix}{JOBS_FOLDER}{job_id}/"
-    found = storage.read(bucket, _request_key(folder))
+    found = storage.read(bucket, _request_key(_folder(settings.output_prefix, job_id)))
     if found is None:
         raise JobNotFound(f"no job {job_id!r}")
     return Job.from_dict(json.loads(found[0]), bucket, settings.output_prefix)
@@ -304,6 +303,10 @@ def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
 
 def status_url(job_id: str) -> str:
     return f"/v1/jobs/{job_id}"
+
+
+def _folder(prefix: str, job_id: str) -> str:
+    return f"{prefix}{JOBS_FOLDER}{job_id}/"
 
 
 def _request_key(folder: str) -> str:
