@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from function import cli
+from function.cli.base import main as run_commands
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("bench", "Measure ours against upstream PyTorch CosyVoice.", ("bench.cli",), argv)
+    return run_commands("bench", "Measure ours against upstream PyTorch CosyVoice.", ("bench.cli",), argv)
 
 
 if __name__ == "__main__":

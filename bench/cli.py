@@ -1,4 +1,4 @@
-"""The bench's commands, registered the way function.cli registers every package's commands.
+"""The bench's commands, registered the way function.cli.base registers every package's commands.
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     load                                  health probes while `serve` is saturated (loopback)
@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.config import FULL, ROOT, BenchConfig
 from bench.tables import Table, seconds
 from bench.workload import TEXTS
-from function import cli
+from function.cli.base import fail
 
 MEASUREMENTS = ("coldstart", "speed", "memory", "lambda")
 
@@ -90,7 +90,7 @@ def probe_under_load(args: argparse.Namespace) -> int:
     from bench import load
 
     if not (args.artifacts / "manifest.json").exists():
-        return cli.fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+        return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
     settings = dict(item.split("=", 1) for item in args.set)
     print(load.run(args.code.resolve(), args.artifacts.resolve(), settings).render())
     return 0
@@ -117,7 +117,7 @@ def measure(args: argparse.Namespace) -> int:
     )
     if not (config.model_dir / "cosyvoice.yaml").exists() or not (config.artifact / "manifest.json").exists():
         need = f"need a model directory {config.model_dir} and its artifact {config.artifact}"
-        return cli.fail("bench", f"{need} (make bench builds both)")
+        return fail("bench", f"{need} (make bench builds both)")
     for command in MEASUREMENTS if args.command == "all" else (args.command,):
         started = time.monotonic()
         data, tables = _measure(command, config, args)

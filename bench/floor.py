@@ -23,8 +23,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from function.artifact import Artifact
-from function.graphs import session_options
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.graphs import session_options
 
 MATRIX_OPS = {"MatMul", "Gemm", "FusedMatMul", "MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul"}
 WIDTH = 1024  # the chain's square matrices: 4 MiB each in fp32

@@ -1,7 +1,7 @@
 """`python -m bench lambda`: what a Lambda caller waits for; ours through the real runtime and handler.
 
 Ours runs `function.local.invoke.measure`: awslambdaric against a local Runtime API, importing
-function.handler as Lambda does, in three ways:
+function.awslambda.handler as Lambda does, in three ways:
   cold start  a fresh runtime process: INIT (load + warm-up) → the first response
   restore     the SnapStart stand-in: INIT, before-snapshot hooks (warm-up), then fork() plays the
               restore: after-restore hooks → the first response
@@ -57,7 +57,8 @@ def run(config: BenchConfig) -> tuple[dict[str, Any], list[Table]]:
             flush=True,
         )
     result = Table(
-        f"Lambda-shaped start ({_rounds(config.lambda_runs)}; ours through awslambdaric + function.handler)",
+        f"Lambda-shaped start ({_rounds(config.lambda_runs)};"
+        " ours through awslambdaric + function.awslambda.handler)",
         ("path to the first response", "ours", "upstream", "upstream / ours"),
     )
     for key, label in (

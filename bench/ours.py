@@ -1,4 +1,5 @@
-"""Our side of every measurement: `function.engine.Engine` on an exported artifact (no torch anywhere)."""
+"""Our side of every measurement: `function.cosyvoice.engine.Engine` on an exported artifact (no torch
+anywhere)."""
 
 from __future__ import annotations
 
@@ -24,11 +25,11 @@ class OursBackend:
         self.engine: Any = None
 
     def import_stack(self) -> None:
-        import function.engine  # noqa: F401  (the measured import: onnxruntime, numpy, tiktoken, ours)
+        import function.cosyvoice.engine  # noqa: F401  (the measured import: onnxruntime, numpy, tiktoken, ours)
 
     def load(self, clock: PhaseClock) -> None:
-        from function.artifact import Artifact
-        from function.engine import Engine
+        from function.cosyvoice.artifact import Artifact
+        from function.cosyvoice.engine import Engine
 
         directory = self.artifact_dir
         artifact = _read_into_memory(directory) if self.in_memory else Artifact.open(directory)
@@ -41,13 +42,13 @@ class OursBackend:
         return int(self.engine.sample_rate)
 
     def warm_up(self, request: dict[str, Any]) -> None:
-        from function.frontend import preload_normalizer
+        from function.cosyvoice.frontend import preload_normalizer
 
         self.engine.warm_up()  # the engine's own warm-up, as deployed (the request is upstream's twin)
-        preload_normalizer()  # then the text graphs, on their own thread, as function.model does
+        preload_normalizer()  # then the text graphs, on their own thread, as function.shared.model does
 
     def stream(self, request: dict[str, Any], stream: bool) -> Iterator[Any]:
-        from function.options import SynthesisOptions
+        from function.core.options import SynthesisOptions
 
         options = SynthesisOptions(text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream)
         return iter(self.engine.stream(options))
@@ -55,7 +56,7 @@ class OursBackend:
     def decode_floor(self) -> dict[str, float]:
         """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads."""
         from bench.floor import measure
-        from function.graphs import available_cpus
+        from function.cosyvoice.graphs import available_cpus
 
         return measure(self.artifact_dir, self.threads or available_cpus())
 
@@ -67,9 +68,9 @@ class OursBackend:
 
 
 def _read_into_memory(directory: Path) -> Any:
-    """Every file of the artifact in one bytearray, laid out as function.loader leaves an S3 artifact."""
-    from function.artifact import Artifact
-    from function.loader import one_buffer
+    """Every file of the artifact in one bytearray, as function.shared.loader lays out an S3 artifact."""
+    from function.cosyvoice.artifact import Artifact
+    from function.shared.loader import one_buffer
 
     paths = {path.name: path for path in sorted(directory.iterdir()) if path.is_file()}
     files = one_buffer({name: path.stat().st_size for name, path in paths.items()})

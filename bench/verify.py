@@ -25,10 +25,10 @@ from bench.procs import write_json
 from bench.tables import Table
 from export.checkpoints import load_state_dict
 from export.config import ModelConfig, load_config
-from function.artifact import Artifact
-from function.flow import Flow
-from function.llm import LLM
-from function.vocoder import Vocoder
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.flow import Flow
+from function.cosyvoice.llm import LLM
+from function.cosyvoice.vocoder import Vocoder
 
 TOLERANCE = 1e-3
 SEED = 11

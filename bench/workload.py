@@ -19,7 +19,7 @@ SEED = 0
 SPEECH_TOKENS_PER_TEXT_TOKEN = 20  # upstream's max_token_text_ratio: where random weights end
 SPEECH_TOKEN_RATE = 50  # speech tokens per second of audio (v1)
 
-WARM_UP_TEXT = "Hello."  # function.engine.Engine.warm_up's text: upstream gets the same warm-up
+WARM_UP_TEXT = "Hello."  # function.cosyvoice.engine.Engine.warm_up's text: upstream gets the same warm-up
 FIRST_TEXT = "Good morning."  # the first request after a cold start, and each worker's request
 TEXTS = {
     "short": "Good morning, how are you?",
@@ -41,8 +41,8 @@ def expected_seconds(segments: list[list[int]]) -> float:
 
 
 def build(artifact_dir: Path) -> dict[str, Any]:
-    from function.artifact import Artifact
-    from function.frontend import TextTokenizer, prepare_text
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.frontend import TextTokenizer, prepare_text
 
     artifact = Artifact.open(artifact_dir)
     tokenizer = TextTokenizer.from_buffer(artifact.file(artifact.manifest.tokenizer.file))

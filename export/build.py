@@ -24,8 +24,8 @@ from export.optimize import optimize_graph
 from export.parts import ConfigT, ModuleT, Part, QuantizablePart
 from export.quantize import DYNAMIC_INT8
 from export.writer import staging_directory, write_graphs
-from function.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
-from function.contract import (
+from function.cosyvoice.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
+from function.cosyvoice.contract import (
     FORMAT_VERSION,
     GRAPHS,
     MANIFEST_FILE,

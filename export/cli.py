@@ -2,7 +2,7 @@
 `assets` (whisper's tokenizer files, for `make setup`).
 
 Parsing needs no torch import; each command imports the exporter when it runs. Errors the exporter
-raises on purpose are one line (function.cli's style), exit status 2.
+raises on purpose are one line (function.cli.base's style), exit status 2.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from function import cli
+from function.cli.base import fail
 
 # Weight modes per part (export.build checks them again; kept here so parsing needs no torch import).
 WEIGHT_CHOICES = {"llm": ("fp32", "int8", "int4"), "flow": ("fp32", "int8")}
@@ -90,13 +90,13 @@ def export(args: argparse.Namespace) -> int:
     }
     for directory, fields in args.also:
         if directory in targets:
-            return cli.fail("export", f"{directory} is given twice")
+            return fail("export", f"{directory} is given twice")
         targets[directory] = ExportOptions(quality_report=quality, **fields)
     try:
         for summary in export_artifacts(args.model_dir, targets, force=args.force):
             print("\n".join(summary.lines()))
     except (ExportError, OSError) as exc:
-        return cli.fail("export", str(exc))
+        return fail("export", str(exc))
     return 0
 
 
@@ -107,7 +107,7 @@ def make_fake(args: argparse.Namespace) -> int:
     try:
         path = make_fake_model(args.out_dir, args.size, args.seed, args.legacy_weight_norm)
     except (ExportError, OSError) as exc:
-        return cli.fail("export", str(exc))
+        return fail("export", str(exc))
     print(f"wrote a random-weight {args.size} model to {path}")
     return 0
 
@@ -118,7 +118,7 @@ def extract_assets(args: argparse.Namespace) -> int:
     try:
         extract(args.sdist_dir, args.dest)
     except OSError as exc:
-        return cli.fail("export", str(exc))
+        return fail("export", str(exc))
     return 0
 
 

@@ -4,7 +4,7 @@ The release config is HyperPyYAML: `!new:pkg.Class` builds objects, `!name:` mak
 points elsewhere, `!apply:` calls functions. We read every tag as data: a `!new:`/`!name:` node becomes
 its mapping plus the class name under `_class`, `!ref <key>` is replaced by the referenced value, and
 `!apply:` (seeding) is dropped. Only what the export needs is turned into dataclasses below; where the
-file leaves a runtime number out, the fallback is function.params' default (written once, there).
+file leaves a runtime number out, the fallback is function.cosyvoice.params' default (written once, there).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from export.errors import ConfigError
-from function.params import FlowParams, LLMParams, MelParams, ModelParams, VocoderParams
+from function.cosyvoice.params import FlowParams, LLMParams, MelParams, ModelParams, VocoderParams
 
 CLASS_KEY = "_class"
 V1_CLASSES = {

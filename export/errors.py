@@ -28,7 +28,7 @@ class CheckpointMismatch(CheckpointError):
 
 
 class ContractError(ExportError):
-    """An exported or shipped graph does not match function.contract (names, arity, weights file)."""
+    """An exported or shipped graph does not match function.cosyvoice.contract (names, arity, weights)."""
 
 
 class OptionsError(ExportError):

@@ -16,7 +16,7 @@ from pathlib import Path
 import onnx
 import onnxruntime as ort
 
-from function.contract import INLINE_LIMIT
+from function.cosyvoice.contract import INLINE_LIMIT
 
 LEVEL_NAME = "extended"
 PROTOBUF_LIMIT = 2**31  # a serialised ModelProto must stay below 2 GiB

@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, numpy_helper
 
 from export.errors import ContractError
-from function.contract import INLINE_LIMIT, WEIGHT_ALIGNMENT, WEIGHTS_FILE
+from function.cosyvoice.contract import INLINE_LIMIT, WEIGHT_ALIGNMENT, WEIGHTS_FILE
 
 
 @dataclass

@@ -1,22 +1,23 @@
-"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify (the pattern is function.cli's)."""
+"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify (the pattern is
+function.cli.base's)."""
 
 from __future__ import annotations
 
 import sys
 
-from function import cli
+from function.cli.base import main as run_commands
 
 COMMANDS = (
     "function.local.serve",
     "function.local.invoke",
-    "function.cli_synth",
-    "function.cli_speakers",
-    "function.cli_verify",
+    "function.cli.synth",
+    "function.cli.speakers",
+    "function.cli.verify",
 )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return cli.main("function", "CosyVoice TTS function", COMMANDS, argv)
+    return run_commands("function", "CosyVoice TTS function", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from function.frontend.fst import GRAPH_FILES
+from function.cosyvoice.frontend.fst import GRAPH_FILES
 from infra.requirements import runtime_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,8 +82,8 @@ def pip_command(requirements: list[str], target: Path, arch: str, python_version
 
 
 # What the Lambda handler never imports or reads, relative to the staged root (globs). Its import path is
-# function.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, kaldifst + wetext's graph
-# files), boto3 for S3, and FastAPI + Mangum for HTTP events; tests/deploy/test_zip_imports.py runs that
+# function.awslambda.handler → the engine (numpy, onnxruntime, soundfile, tiktoken, kaldifst + wetext's graph
+# files), boto3 for S3, and FastAPI + Mangum for HTTP events; tests/infra/test_zip_imports.py runs that
 # path on the trimmed tree.
 UNUSED = (
     "bin",  # console scripts: Lambda calls the handler, never a command
@@ -107,7 +107,7 @@ UNUSED_DISTRIBUTIONS = {
     "uvicorn": ("uvicorn",),
     "click": ("click",),
     "h11": ("h11",),
-    # wetext's Python side: function.frontend.fst reads its graph files and imports none of it
+    # wetext's Python side: function.cosyvoice.frontend.fst reads its graph files and imports none of it
     "contractions": ("contractions", "data"),
     "textsearch": ("textsearch",),
     "anyascii": ("anyascii",),
@@ -119,7 +119,7 @@ UNUSED_DISTRIBUTIONS = {
 }
 # botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
 # its own service's directory and the shared files at the top of data/. The function creates these
-# clients (function/aws.py).
+# clients (function/shared/aws_clients.py).
 AWS_SERVICES = frozenset({"s3", "sqs"})
 _SERVICE_DATA = ("botocore/data", "boto3/data")
 
@@ -127,7 +127,8 @@ _SERVICE_DATA = ("botocore/data", "boto3/data")
 def trim(root: Path) -> list[Path]:
     """Delete from the staged tree what the function never reads, and return what was deleted: `UNUSED`,
     `UNUSED_DISTRIBUTIONS`, boto3's and botocore's data for services other than `AWS_SERVICES`, and the
-    wetext wheel's graphs other than the zh/en TN ones `function.frontend.fst` reads (Japanese, inverse
+    wetext wheel's graphs other than the zh/en TN ones `function.cosyvoice.frontend.fst` reads (Japanese,
+    inverse
     normalisation: ~32 MB)."""
     patterns = list(UNUSED)
     for distribution, paths in UNUSED_DISTRIBUTIONS.items():

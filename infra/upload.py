@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from function.artifact import Artifact, FileEntry
-from function.contract import MANIFEST_FILE
-from function.errors import ArtifactError
+from function.core.errors import ArtifactError
+from function.cosyvoice.artifact import Artifact, FileEntry
+from function.cosyvoice.contract import MANIFEST_FILE
 
 MiB = 1024 * 1024
 MIN_PART_SIZE = 5 * MiB  # S3's smallest part (all but the last)

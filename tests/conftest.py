@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from function.contract import WEIGHTS_FILE
+from function.cosyvoice.contract import WEIGHTS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from torch import nn
 
 from export.config import LLMConfig
 from export.modules.conformer import Encoder, check_encoder
-from function.contract import LLM_CACHE_KINDS
+from function.cosyvoice.contract import LLM_CACHE_KINDS
 
 
 class TransformerLM(nn.Module):

@@ -2,7 +2,7 @@
 
 A part turns its checkpoint's state dict into an export-friendly torch module (`load_module`, refusing a
 state dict that does not fit the config with an ExportError) and that module into its ONNX graphs
-(`export_graphs`, named as function.contract names them); llm and flow also quantise their graphs
+(`export_graphs`, named as function.cosyvoice.contract names them); llm and flow also quantise their graphs
 (`QuantizablePart`). export.build drives every part through these, with no branch per part.
 """
 

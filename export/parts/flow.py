@@ -13,9 +13,9 @@ from export.errors import CheckpointMismatch, OptionsError
 from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
-from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
-from function.flow import Flow
-from function.params import FlowParams
+from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
+from function.cosyvoice.flow import Flow
+from function.cosyvoice.params import FlowParams
 
 # Axis labels of the contract that vary per call; the others (n_mels, spk_dim) are fixed by the model.
 DYNAMIC_AXES = frozenset({"batch", "mel_len", "token_len", "total_mel_len"})

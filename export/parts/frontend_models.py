@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from function.contract import CAMPPLUS, OPSET, SPEECH_TOKENIZER
+from function.cosyvoice.contract import CAMPPLUS, OPSET, SPEECH_TOKENIZER
 
 SPEAKER_DIM = 192
 FBANK_BINS = 80

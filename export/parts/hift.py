@@ -12,7 +12,7 @@ from torch import nn
 from export.config import HiFTConfig
 from export.errors import CheckpointMismatch
 from export.modules.hift import HiFT, Snake, WeightNormed, fold_weight_norm, split_weight_norm
-from function.contract import HIFT_F0, HIFT_GENERATOR, OPSET, GraphSpec
+from function.cosyvoice.contract import HIFT_F0, HIFT_GENERATOR, OPSET, GraphSpec
 
 # Axis labels of the contract that vary from call to call; the others (n_mels, n_bins, n_sines) are fixed.
 DYNAMIC_LABELS = frozenset({"mel_len", "samples", "frames"})

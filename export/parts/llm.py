@@ -18,7 +18,7 @@ from export.config import LLMConfig
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
-from function.contract import (
+from function.cosyvoice.contract import (
     LLM_CACHE_KINDS,
     LLM_POSITIONS,
     LLM_PREFILL,
@@ -26,8 +26,8 @@ from function.contract import (
     llm_cache_input,
     llm_decode_spec,
 )
-from function.llm import LLM
-from function.params import LLMParams
+from function.cosyvoice.llm import LLM
+from function.cosyvoice.params import LLMParams
 
 OUTPUT_SCALE = 8.0
 

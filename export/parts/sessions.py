@@ -5,8 +5,8 @@ from __future__ import annotations
 import onnx
 import onnxruntime as ort
 
-from function.contract import GraphSpec
-from function.graphs import Graph, session_options
+from function.cosyvoice.contract import GraphSpec
+from function.cosyvoice.graphs import Graph, session_options
 
 
 def in_memory_graph(model: onnx.ModelProto, spec: GraphSpec, prepack: bool, threads: int = 2) -> Graph:

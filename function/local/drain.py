@@ -1,7 +1,7 @@
 """uvicorn's server, draining on SIGTERM: `serve` runs it (imported there after the model load starts).
 
 uvicorn's own graceful shutdown does the draining: it stops accepting connections and waits up to
-`timeout_graceful_shutdown` for the requests it accepted. This server adds two things: function.admission
+`timeout_graceful_shutdown` for the requests it accepted. This server adds two things: function.api.admission
 hears of the shutdown (/readyz answers `draining`), and the process exits normally afterwards.
 """
 
@@ -15,7 +15,7 @@ from types import FrameType
 import uvicorn
 from uvicorn.server import HANDLED_SIGNALS
 
-from function.admission import Admission
+from function.api.admission import Admission
 
 
 class DrainingServer(uvicorn.Server):

@@ -5,7 +5,7 @@ The real runtime client (awslambdaric, in a child process) polls a local Runtime
   --clones N     with --snapstart: fork N restored clones from the one snapshot; each serves the event
   --measure      the restore stand-in: a cold start, a restored clone's first response and warm calls,
                  side by side (one intra-op thread everywhere, as forked clones need)
-  --stream       the response-streaming runtime (function.lambda_stream) instead of awslambdaric: a
+  --stream       the response-streaming runtime (function.awslambda.streaming) instead of awslambdaric: a
                  Function URL event's reply is printed as its prelude, then the body's chunk timeline
 stdout gets the handler's response (one JSON document per line); stderr the runtime's log and timings.
 """
@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from function.cli import add_artifacts_option
+from function.cli.base import add_artifacts_option
 from function.local.runtime import CLONES_VARIABLE, STREAM
 from function.local.runtime_api import Invocation, RuntimeAPI
 
-HANDLER = "function.handler.lambda_handler"
+HANDLER = "function.awslambda.handler.lambda_handler"
 ROOT = Path(__file__).resolve().parents[2]
 # The child program: `python -m function.local.runtime HANDLER | --stream`.
 LAUNCHER = ("-m", "function.local.runtime")
@@ -56,8 +56,9 @@ class LocalLambda:
         stream: bool = False,
         launcher: Sequence[str] = LAUNCHER,
     ) -> None:
-        """stream: run function.lambda_stream instead of awslambdaric (its INIT is always function.handler's,
-        so `handler` goes unused); launcher: the child's arguments before HANDLER or --stream."""
+        """stream: run function.awslambda.streaming instead of awslambdaric (its INIT is always
+        function.awslambda.handler's, so `handler` goes unused); launcher: the child's arguments before
+        HANDLER or --stream."""
         self.env = dict(env or {})
         self.snapstart = snapstart
         self.clones = clones

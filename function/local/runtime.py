@@ -1,5 +1,5 @@
 """The Lambda runtime process: `python -m function.local.runtime HANDLER`, i.e. awslambdaric's loop, or
-`python -m function.local.runtime --stream`, the response-streaming runtime (function.lambda_stream).
+`python -m function.local.runtime --stream`, the response-streaming runtime (function.awslambda.streaming).
 
 With AWS_LAMBDA_INITIALIZATION_TYPE=snap-start and COSYVOICE_LOCAL_CLONES=N, the process stands in for
 a snapshot: after every before-snapshot hook has run it forks N clones and waits for them; each clone
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> None:
         # in reverse order of registration.
         register_before_snapshot(_snapshot_by_fork, clones)
     if argv[1] == STREAM:
-        from function.lambda_stream.runtime import main as stream_main
+        from function.awslambda.streaming.runtime import main as stream_main
 
         stream_main()
     else:

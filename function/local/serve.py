@@ -5,7 +5,7 @@ are imported), so the first request finds it ready and /readyz is true from the 
 not size-capped here, and `stream: true` is sent chunked.
 
 SIGTERM drains (function.local.drain): no new connections, up to COSYVOICE_DRAIN_SECONDS for the requests
-already accepted (running, or queued by function.admission) to finish, then exit 0.
+already accepted (running, or queued by function.api.admission) to finish, then exit 0.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from function.cli import add_artifacts_option
-from function.settings import Settings, get_settings, use_settings
+from function.cli.base import add_artifacts_option
+from function.shared.settings import Settings, get_settings, use_settings
 
 # h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
 # oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
-# reach the app, which refuses anything over its own limit (function.app.MAX_HEADER_BYTES) with JSON.
+# reach the app, which refuses anything over its own limit (function.api.app.MAX_HEADER_BYTES) with JSON.
 HEAD_READ_LIMIT = 1024 * 1024
 
 
@@ -34,14 +34,14 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest still comes from the environment
         use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
-    from function.model import get_engine, start_loading
-    from function.startup import STARTUP
+    from function.shared.model import get_engine, start_loading
+    from function.shared.startup import STARTUP
 
     start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn
 
-    from function.admission import get_admission
-    from function.app import app
+    from function.api.admission import get_admission
+    from function.api.app import app
     from function.local.drain import DrainingServer
 
     get_engine()

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from export.optimize import optimize_graph
 from export.quantize import DYNAMIC_INT8, quantize_dynamic_int8
-from function.artifact import Artifact
-from function.flow import Flow
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.flow import Flow
 from tests.conftest import run_cli
 
 QUANTISED_OPS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}

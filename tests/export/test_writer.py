@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from export.writer import staging_directory, write_graphs
-from function.contract import INLINE_LIMIT, WEIGHT_ALIGNMENT
+from function.cosyvoice.contract import INLINE_LIMIT, WEIGHT_ALIGNMENT
 
 
 def matmul_model(weight: np.ndarray, bias: np.ndarray) -> onnx.ModelProto:

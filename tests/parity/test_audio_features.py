@@ -1,6 +1,6 @@
 """Prompt features against torch: whisper's own log_mel_spectrogram (loaded from its source archive),
 matcha's own mel_spectrogram (with librosa's filter function supplied, since librosa is not installed; the
-filters themselves are checked against whisper's shipped librosa filters in tests/runtime), and
+filters themselves are checked against whisper's shipped librosa filters in test_features.py), and
 torchaudio's resampling kernel re-derived with conv1d (torchaudio is not installed)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from bench import reference  # noqa: E402  (stubs before any matcha import)
-from function.features import mel_spectrogram, resample, slaney_mel_filters, whisper_log_mel  # noqa: E402
-from function.params import MelParams  # noqa: E402
+from function.cosyvoice.features import mel_spectrogram, resample, slaney_mel_filters, whisper_log_mel  # noqa: E402
+from function.cosyvoice.params import MelParams  # noqa: E402
 from tests.parity.whisper_reference import load_whisper_module  # noqa: E402
 
 TOLERANCE = 1e-3

@@ -2,7 +2,7 @@
 
 GIVEN one seeded flow.pt-shaped state dict loaded strictly into both our module and upstream's classes
 WHEN the estimator runs alone, and the whole flow runs from tokens with the same starting noise
-THEN our ONNX graphs (run by function.flow.Flow in onnxruntime) match upstream within 1e-3.
+THEN our ONNX graphs (run by function.cosyvoice.flow.Flow in onnxruntime) match upstream within 1e-3.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from export.config import load_config  # noqa: E402
 from export.fake import CONFIG_TEMPLATE, SIZES  # noqa: E402
 from export.modules.flow import mish  # noqa: E402
 from export.parts import flow as flow_part  # noqa: E402
-from function.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
-from function.flow import Flow  # noqa: E402
-from function.graphs import Graph, session_options  # noqa: E402
+from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
+from function.cosyvoice.flow import Flow  # noqa: E402
+from function.cosyvoice.graphs import Graph, session_options  # noqa: E402
 
 pytestmark = pytest.mark.reference
 TOLERANCE = 1e-3

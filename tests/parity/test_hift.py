@@ -19,9 +19,9 @@ from cosyvoice.hifigan.generator import HiFTGenerator
 from export.config import HiFTConfig, ModelConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
 from export.parts import hift as part
-from function.contract import HIFT_F0, HIFT_GENERATOR
-from function.graphs import Graph, session_options
-from function.vocoder import SourceState, Vocoder
+from function.cosyvoice.contract import HIFT_F0, HIFT_GENERATOR
+from function.cosyvoice.graphs import Graph, session_options
+from function.cosyvoice.vocoder import SourceState, Vocoder
 
 pytestmark = pytest.mark.reference
 

@@ -21,11 +21,11 @@ from cosyvoice.utils import common as upstream_common
 from export.config import LLMConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
 from export.parts import llm as part
-from function.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
-from function.graphs import Graph, session_options
-from function.llm import CACHE_BLOCK, LLM
-from function.params import LLMParams
-from function.sampling import draw, nucleus, ras_sample
+from function.cosyvoice.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
+from function.cosyvoice.graphs import Graph, session_options
+from function.cosyvoice.llm import CACHE_BLOCK, LLM
+from function.cosyvoice.params import LLMParams
+from function.cosyvoice.sampling import draw, nucleus, ras_sample
 
 pytestmark = pytest.mark.reference
 TOLERANCE = 1e-3

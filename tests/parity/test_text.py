@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from function.frontend.language import is_only_punctuation
-from function.frontend.numbers import en_cardinal
-from function.frontend.split import split_paragraph
-from function.frontend.tokenizer import TextTokenizer
+from function.cosyvoice.frontend.language import is_only_punctuation
+from function.cosyvoice.frontend.numbers import en_cardinal
+from function.cosyvoice.frontend.split import split_paragraph
+from function.cosyvoice.frontend.tokenizer import TextTokenizer
 from tests.parity.whisper_reference import load_whisper_module
 
 TEXTS = [

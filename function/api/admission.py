@@ -1,0 +1,148 @@
+"""Admission control for synthesis: at most `capacity` run at once, at most `max_queued` wait for a slot,
+and anything beyond is refused at once with 429 `busy` and Retry-After.
+
+Synthesis is CPU-bound: more of them at once than the cores hold only makes each one slower, and without
+a limit the excess queues unseen in the thread pool, ahead of the health probes (issue 12: 48 requests
+on 2 cores timed out every /healthz). The limit sits in the ASGI layer, on the event loop, before the body
+is read, so a refused request costs no work. Routes opt in with the `synthesis` tag (SYNTHESIS); a
+streamed response holds its slot until its last byte is sent or the client goes away. /readyz reports
+the counts, and 503 while the queue is full or the server drains.
+
+Inside Lambda (Mangum) an environment serves one request at a time, so the limit is on but never reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Sequence
+from contextlib import suppress
+
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Match
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from function.core.errors import Busy
+from function.cosyvoice.graphs import available_cpus
+from function.shared.limits import RECEIVED
+from function.shared.settings import Settings, get_settings
+
+SYNTHESIS = "synthesis"  # the OpenAPI tag that puts a route under admission control
+# Whole seconds (RFC 9110). A refusal is cheap, and behind a load balancer the retry may meet another pod.
+RETRY_AFTER_SECONDS = 1
+
+
+class Admission:
+    """Counts of the syntheses running and waiting. Used on the event loop only, so it needs no lock."""
+
+    def __init__(self, capacity: int, max_queued: int) -> None:
+        self.capacity = capacity
+        self.max_queued = max_queued
+        self.in_flight = 0
+        self.draining = False  # set once the server shuts down (function.local.serve)
+        self._waiting: deque[asyncio.Future[None]] = deque()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Admission:
+        """COSYVOICE_MAX_CONCURRENT, else as many syntheses as the CPUs hold sessions of `threads` each."""
+        cpus = available_cpus()
+        capacity = settings.max_concurrent or max(1, cpus // (settings.threads or cpus))
+        return cls(capacity, 2 * capacity if settings.max_queued is None else settings.max_queued)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def saturated(self) -> bool:
+        """Whether the next synthesis request would be refused."""
+        return self.in_flight >= self.capacity and self.queued >= self.max_queued
+
+    def counts(self) -> dict[str, int]:
+        return {"in_flight": self.in_flight, "queued": self.queued, "capacity": self.capacity}
+
+    def describe(self) -> str:
+        return (
+            f"{self.in_flight} of {self.capacity} synthesis slots and {self.queued} of {self.max_queued} "
+            "queue places taken"
+        )
+
+    def drain(self) -> None:
+        self.draining = True
+
+    async def enter(self) -> None:
+        """Take a slot, waiting in line for one if need be; Busy if the line is full too."""
+        if self.in_flight < self.capacity:  # slots pass straight to waiters, so none is waiting here
+            self.in_flight += 1
+            return
+        if self.queued >= self.max_queued:
+            raise Busy(f"{self.describe()}: retry later")
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.leave()  # the slot arrived as the request was cancelled: pass it on
+            else:
+                with suppress(ValueError):  # leave() may have dropped the cancelled waiter already
+                    self._waiting.remove(waiter)
+            raise
+
+    def leave(self) -> None:
+        """Give a slot back: to the longest-waiting request, else to the pool."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.in_flight -= 1
+
+
+_admission: Admission | None = None
+
+
+def get_admission() -> Admission:
+    """The process's admission, sized from its settings on first use."""
+    global _admission
+    if _admission is None:
+        _admission = Admission.from_settings(get_settings())
+    return _admission
+
+
+class Admit:
+    """ASGI middleware: requests for routes tagged SYNTHESIS pass through the process's admission, or
+    get 429."""
+
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.routes = routes  # the app's own list, so routes added later are seen too
+
+    def admits(self, scope: Scope) -> bool:
+        return any(
+            SYNTHESIS in getattr(route, "tags", ()) and route.matches(scope)[0] is Match.FULL
+            for route in self.routes
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[RECEIVED] = time.monotonic()  # a wait for a slot counts against the request's limits
+        if scope["type"] != "http" or not self.admits(scope):
+            await self.app(scope, receive, send)
+            return
+        admission = get_admission()
+        try:
+            await admission.enter()
+        except Busy as exc:
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            await JSONResponse(exc.to_dict(), status_code=exc.status, headers=headers)(scope, receive, send)
+            return
+        try:
+            # Returns once the response is sent (a stream's last chunk) or the client has gone away.
+            await self.app(scope, receive, send)
+        finally:
+            admission.leave()
+
+
+__all__ = ["RETRY_AFTER_SECONDS", "SYNTHESIS", "Admission", "Admit", "get_admission"]

@@ -1,0 +1,298 @@
+"""The HTTP API (FastAPI): served by uvicorn in containers, and by Mangum inside Lambda
+(function.awslambda.handler).
+
+Endpoints are plain `def`: synthesis is CPU-bound and blocking, so FastAPI runs it in its thread pool.
+The health checks are `async def`, answered on the event loop however busy that pool is, and synthesis
+routes (tagged function.api.admission.SYNTHESIS) are admitted a few at a time, the rest refused with 429.
+The model is never loaded here (no lifespan: Mangum would run it on every invocation); routes borrow the
+process's engine from function.shared.model.
+
+POST /v1/audio/speech takes OpenAI's body: function.shared.voices maps its voice names onto built-in speakers
+and says whether the model takes instructions, function.api.sse shapes `stream_format="sse"`.
+
+Every error leaves as {"error": {"code", "message"}} with a 4xx status for the client's mistakes and a
+bare 500 for ours (the traceback goes to the log, never into the response).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from itertools import chain
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from function.api.admission import SYNTHESIS, Admit, get_admission
+from function.api.sse import MEDIA_TYPE as EVENT_STREAM
+from function.api.sse import SpeechEvents
+from function.core.errors import TTSError
+from function.core.formats import FORMATS
+from function.core.options import SynthesisOptions
+from function.jobs.routes import router as job_router
+from function.shared.audio import iter_encode, media_type, output_rate
+from function.shared.limits import http_deadline
+from function.shared.model import get_engine, loaded_engine
+from function.shared.reply import STREAMING_TRANSPORT, reply_audio
+from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
+from function.shared.settings import get_settings
+from function.shared.startup import STARTUP
+from function.shared.voices import resolve_voice, takes_instructions, usable_voices
+
+logger = logging.getLogger(__name__)
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Invalid request (bad values, unknown speaker or format)."},
+    413: {
+        "model": ErrorBody,
+        "description": "Text, body or audio too large for this path, or more work than its time allows.",
+    },
+    422: {"model": ErrorBody, "description": "The body does not match the schema (types, missing fields)."},
+    429: {"model": ErrorBody, "description": "Every synthesis slot and queue place taken: see Retry-After."},
+    504: {"model": ErrorBody, "description": "Synthesis stopped at the request's time limit."},
+}
+_AUDIO: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Encoded audio.", "content": {f.media_type: {} for f in FORMATS.values()}},
+    **_ERRORS,
+}
+_SPEECH: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Encoded audio, or with stream_format=sse OpenAI's speech.audio.* events.",
+        "content": {**_AUDIO[200]["content"], EVENT_STREAM: {}},
+    },
+    **_ERRORS,
+}
+# Read by function.core.deadline (not a FastAPI parameter, so a bad value gets the same 400 on every edge).
+_TIMEOUT_HEADER: dict[str, Any] = {
+    "parameters": [
+        {
+            "name": "X-Request-Timeout",
+            "in": "header",
+            "required": False,
+            "schema": {"type": "number", "exclusiveMinimum": 0},
+            "description": "Seconds the caller will wait: longer work is refused (413) or stopped (504).",
+        }
+    ]
+}
+# What X-Instructions says when a request's instructions were not used.
+INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+def synthesize_response(
+    options: SynthesisOptions,
+    request: Request,
+    headers: dict[str, str] | None = None,
+    events: SpeechEvents | None = None,
+) -> Response:
+    """Run the engine and encode; streamed (chunked) when asked and the transport allows it. With
+    `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before the
+    request's deadline (function.core.deadline) is refused before it starts, and stopped when it runs over."""
+    settings = get_settings()
+    options = options.validated(settings.max_text_chars)
+    deadline = http_deadline(request.scope, settings.max_request_seconds)
+    # Mangum buffers a Lambda response (6 MB, base64): streaming there would only dodge the size check.
+    # uvicorn and a streaming Function URL (function.awslambda.streaming) send the body as it is made.
+    if request.scope.get(STREAMING_TRANSPORT):
+        settings = replace(settings, max_response_bytes=None)
+    engine = get_engine()
+    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
+    headers = {"X-Sample-Rate": str(rate), **(headers or {})}
+    media = EVENT_STREAM if events is not None else media_type(options.format)
+    if options.stream and settings.max_response_bytes is None:
+        chunks = engine.stream(options, deadline)
+        # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
+        first = next(chunks, None)
+        audio: Iterator[Any] = chain([] if first is None else [first], chunks)
+        if events is not None:
+            audio = events.measure(audio)
+        body = iter_encode(audio, options.format, engine.sample_rate, options.sample_rate)
+        return StreamingResponse(
+            body if events is None else events.events(body), media_type=media, headers=headers
+        )
+    if events is None:
+        data = reply_audio(options, engine, settings, chunks=engine.stream(options, deadline))
+        return Response(data, media_type=media, headers=headers)
+    data = reply_audio(options, engine, settings, chunks=events.measure(engine.stream(options, deadline)))
+    return Response(b"".join(events.events([data])), media_type=media, headers=headers)
+
+
+def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Response:
+    """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
+    (X-Instructions says which), then synthesized like /v1/tts."""
+    settings = get_settings()
+    engine = get_engine()
+    speaker = resolve_voice(body.voice_name, settings.voices, engine.speakers)
+    instructions = (body.instructions or "").strip() or None
+    instructed = instructions is not None and takes_instructions(engine.artifact.manifest)
+    headers: dict[str, str] = {}
+    if instructions is not None:
+        headers["X-Instructions"] = "applied" if instructed else INSTRUCTIONS_IGNORED
+    # Checked before the text is tokenized for the usage: the limits hold before any work is done.
+    options = body.to_options(speaker, instructions if instructed else None).validated(
+        settings.max_text_chars
+    )
+    events = None
+    if body.stream_format == "sse":
+        text_tokens = len(engine.tokenizer.encode(body.input))
+        token_rate = engine.artifact.manifest.params.flow.input_frame_rate
+        events = SpeechEvents(text_tokens, engine.sample_rate, token_rate)
+    return synthesize_response(options, request, headers, events)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="CosyVoice TTS",
+        version="0.1.0",
+        description="CosyVoice-300M text-to-speech on onnxruntime. Long texts: POST /v1/jobs.",
+    )
+
+    def synthesis(path: str, responses: dict[int | str, dict[str, Any]], summary: str) -> Any:
+        """A synthesis route: admitted a few at a time (function.api.admission), with a deadline."""
+        return app.post(
+            path,
+            response_class=Response,
+            responses=responses,
+            summary=summary,
+            tags=[SYNTHESIS],
+            openapi_extra=_TIMEOUT_HEADER,
+        )
+
+    @synthesis("/v1/tts", _AUDIO, "Synthesize speech")
+    def tts(body: SpeechRequest, request: Request) -> Response:
+        return synthesize_response(body.to_options(), request)
+
+    @synthesis("/v1/audio/speech", _SPEECH, "OpenAI-compatible speech")
+    def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
+        return openai_speech_response(body, request)
+
+    @app.get("/v1/speakers", summary="Built-in speakers, and the OpenAI voice names mapped onto them")
+    def speakers() -> dict[str, Any]:
+        engine = get_engine()
+        return {
+            "speakers": engine.speakers,
+            "voices": usable_voices(get_settings().voices, engine.speakers),
+            "instructions": takes_instructions(engine.artifact.manifest),
+            "sample_rate": engine.sample_rate,
+        }
+
+    @app.get("/healthz", summary="Liveness: the process answers, however busy")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz",
+        summary="Readiness: loaded, not draining, room for another synthesis; the counts and startup phases",
+        responses={503: {"model": ErrorBody}},
+    )
+    async def readyz() -> Any:
+        admission = get_admission()
+        if admission.draining:
+            return _error(503, "draining", "the server is shutting down")
+        if loaded_engine() is None:
+            return _error(503, "not_ready", "the model is still loading")
+        if admission.saturated:
+            return _error(503, "saturated", admission.describe())
+        return {"status": "ready", **admission.counts(), "phases_ms": STARTUP.milliseconds()}
+
+    # Error handlers are async too: a plain def would wait for a thread of the busy synthesis pool.
+    @app.exception_handler(TTSError)
+    async def tts_error(_: Request, exc: TTSError) -> JSONResponse:
+        return JSONResponse(exc.to_dict(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        if any(item.get("type") == "json_invalid" for item in errors):
+            return _error(400, "invalid_json", "the request body is not valid JSON")
+        return _error(422, "invalid_request", describe(errors))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        codes = {404: "not_found", 405: "method_not_allowed"}
+        return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
+
+    app.include_router(job_router)
+    app.add_middleware(Guard)
+    # Outermost, so a refused request is answered before Guard reads its body.
+    app.add_middleware(Admit, routes=app.routes)
+    return app
+
+
+MAX_HEADER_BYTES = 16 * 1024  # API Gateway allows ~10 KB; uvicorn's parser would take far more
+
+
+class Guard:
+    """ASGI middleware: caps request headers and body, and turns unexpected exceptions into a JSON 500."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = scope.get("headers") or []
+        if sum(len(name) + len(value) for name, value in headers) > MAX_HEADER_BYTES:
+            await _error(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
+                scope, receive, send
+            )
+            return
+        limit = get_settings().max_body_bytes
+        length = dict(headers).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > limit:
+            await self._too_large(limit, scope, receive, send)
+            return
+        # Read the body here (FastAPI buffers it anyway), so a chunked upload cannot exceed the limit.
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > limit:
+                await self._too_large(limit, scope, receive, send)
+                return
+        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is None:
+                return await receive()
+            message, body = body, None
+            return message
+
+        started = False
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, replay, tracked_send)
+        except Exception:
+            if started:  # too late for a status: let the server abort the connection
+                raise
+            logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
+            await _error(500, "internal_error", "internal error")(scope, receive, send)
+
+    @staticmethod
+    async def _too_large(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+        await _error(413, "body_too_large", f"the request body exceeds {limit} bytes")(scope, receive, send)
+
+
+app = create_app()
+
+__all__ = ["app", "create_app", "openai_speech_response", "synthesize_response"]

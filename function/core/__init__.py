@@ -1,0 +1,3 @@
+"""The small core the engine and every edge share: the error shape (errors), the frozen options a
+request travels as (options), the audio formats (formats) and the deadline it must finish by (deadline).
+Imports nothing else of the package."""

@@ -1,0 +1,79 @@
+"""One frozen options object carries a request from the edge (HTTP, SQS, direct invoke, CLI) to the engine.
+
+Defaults and the mode are resolved here, once; the edges only translate their wire format into this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from function.core.errors import InvalidRequest, TextTooLong
+from function.core.formats import audio_format
+
+MIN_SPEED, MAX_SPEED = 0.5, 2.0
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
+DEFAULT_MAX_TEXT_CHARS = 2000
+
+
+class Mode(StrEnum):
+    SFT = "sft"  # a built-in speaker of the -SFT model
+    INSTRUCT = "instruct"  # a built-in speaker plus a style instruction (-Instruct model)
+    ZERO_SHOT = "zero_shot"  # clone the voice of prompt audio, given its transcript
+    CROSS_LINGUAL = "cross_lingual"  # clone the voice of prompt audio, without its transcript
+
+
+@dataclass(frozen=True)
+class SynthesisOptions:
+    text: str  # what to say
+    speaker: str | None = None  # built-in speaker (SFT, instruct); ignored when prompt_audio is given
+    instruct: str | None = None  # style instruction, e.g. "A calm, low voice." (instruct mode)
+    prompt_audio: bytes | None = None  # reference recording for voice cloning, any soundfile format
+    prompt_text: str | None = None  # transcript of prompt_audio; without it the mode is cross-lingual
+    format: str = "wav"  # a name in function.core.formats.FORMATS
+    # output rate in Hz; None keeps the model's (22,050); a codec that takes only some rates gets the
+    # nearest (function.core.formats.AudioFormat.rate_for). OpenAI's route asks for 24,000.
+    sample_rate: int | None = None
+    speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
+    seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
+    stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
+
+    @property
+    def mode(self) -> Mode:
+        if self.prompt_audio is not None:
+            return Mode.ZERO_SHOT if self.prompt_text else Mode.CROSS_LINGUAL
+        if self.instruct:
+            return Mode.INSTRUCT
+        return Mode.SFT
+
+    def validated(self, max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
+        """Check everything that does not need the model; return self so edges can chain it.
+
+        Each edge sets its own text limit (HTTP by API Gateway's 30 s, jobs by a cap of their own); None
+        skips it.
+        """
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidRequest("text is empty: give the words to speak")
+        if max_text_chars is not None and len(self.text) > max_text_chars:
+            raise TextTooLong(
+                f"text has {len(self.text)} characters, the limit is {max_text_chars};"
+                " split it (POST /v1/jobs and the SQS queue take far longer texts than a synchronous request)"
+            )
+        audio_format(self.format)  # refuses an unknown one
+        if not isinstance(self.speed, int | float) or not MIN_SPEED <= float(self.speed) <= MAX_SPEED:
+            raise InvalidRequest(f"speed must be between {MIN_SPEED} and {MAX_SPEED}, got {self.speed!r}")
+        rate = self.sample_rate
+        if rate is not None and (not isinstance(rate, int) or not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE):
+            raise InvalidRequest(
+                f"sample_rate must be between {MIN_SAMPLE_RATE} and {MAX_SAMPLE_RATE} Hz, got {rate!r}"
+            )
+        if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):
+            raise InvalidRequest("seed must be a non-negative integer below 2**63")
+        if self.mode in (Mode.SFT, Mode.INSTRUCT) and not self.speaker:
+            raise InvalidRequest("speaker is required unless prompt_audio is given")
+        if self.prompt_text is not None and self.prompt_audio is None:
+            raise InvalidRequest("prompt_text was given without prompt_audio")
+        return self
+
+
+__all__ = ["MAX_SAMPLE_RATE", "MAX_SPEED", "MIN_SAMPLE_RATE", "MIN_SPEED", "Mode", "SynthesisOptions"]

@@ -1,0 +1,315 @@
+"""The pipeline: text → speech tokens (LLM) → mel (flow) → waveform (vocoder), as a stream of chunks.
+
+Requests flow one way: options → voice (who speaks) → text segments → chunks. Randomness is per request:
+one seed spawns, for each text segment, independent generators for the LLM's sampling, the flow's noise and
+the vocoder's source, so a seed pins the whole result and neither streaming nor overlap changes what is
+drawn.
+
+The stages overlap. The LLM runs on its own thread (function.cosyvoice.run_ahead) through every segment of the
+request, at most `RUN_AHEAD_TOKENS` ahead, while this thread turns what it has drawn into audio
+(function.cosyvoice.stream): a streamed request's chunk k goes through the flow and the vocoder while the LLM
+draws chunk k+1; a whole-utterance request's segment k while the LLM draws segment k+1. The decode is bound by
+memory bandwidth and the flow and vocoder by arithmetic, so the two share the cores well.
+
+Streaming. Every time enough tokens have arrived for the next chunk (25 tokens, then 50, then 100: 35
+tokens drawn before the first chunk instead of upstream's 120; smaller first chunks did not arrive sooner,
+as each flow call has a fixed per-node cost, but cost more calls), the chunk goes through the flow and the
+vocoder with some context either side (see function.cosyvoice.stream). A whole-utterance request runs each
+segment through the flow in one call, as upstream does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from function.core.deadline import Deadline
+from function.core.errors import InvalidRequest, UnknownSpeaker
+from function.core.options import Mode, SynthesisOptions
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.budget import SpeedMeter
+from function.cosyvoice.flow import Flow
+from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
+from function.cosyvoice.graphs import available_cpus
+from function.cosyvoice.llm import LLM
+from function.cosyvoice.run_ahead import RunAhead
+from function.cosyvoice.stream import TOKEN_LOOKAHEAD, SegmentStream, Voice
+from function.cosyvoice.vocoder import Vocoder
+
+if TYPE_CHECKING:
+    from function.cosyvoice.prompt import PromptEncoder
+
+ENDOFPROMPT = "<|endofprompt|>"
+CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
+RUN_AHEAD_TOKENS = 1000  # how far the LLM may run ahead of the audio (20 s of speech; ints, so cheap)
+WARM_UP_TOKENS = 10  # enough to run every graph once; the flow's cost grows with it
+
+
+class Engine:
+    """A loaded model. Create once per process (function.shared.model.get_engine); requests only borrow it."""
+
+    def __init__(
+        self,
+        artifact: Artifact,
+        llm: LLM,
+        flow: Flow,
+        vocoder: Vocoder,
+        tokenizer: TextTokenizer,
+        prompt_encoder: PromptEncoder | None,
+    ) -> None:
+        self.artifact = artifact
+        self.llm = llm
+        self.flow = flow
+        self.vocoder = vocoder
+        self.tokenizer = tokenizer
+        self.prompt_encoder = prompt_encoder
+        self.speaker_embeddings = {
+            name: np.asarray(embedding, dtype=np.float32)[None]
+            for name, embedding in artifact.manifest.speakers.items()
+        }
+        self._entropy = np.random.SeedSequence()
+        self._segmented: tuple[str, tuple[str, ...]] | None = None  # the last text and its segments
+        self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
+
+    @classmethod
+    def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
+        """Create every session. They are built concurrently: session creation releases the GIL."""
+        from function.cosyvoice.prompt import PromptEncoder
+
+        with ThreadPoolExecutor(max_workers=available_cpus()) as pool:
+            flow = pool.submit(Flow.load, artifact, threads)  # the estimator is the slowest: first
+            llm = pool.submit(LLM.load, artifact, threads)
+            vocoder = pool.submit(Vocoder.load, artifact, threads)
+            tokenizer = pool.submit(
+                TextTokenizer.from_buffer, artifact.file(artifact.manifest.tokenizer.file)
+            )
+            prompt = (
+                pool.submit(PromptEncoder.load, artifact, threads)
+                if PromptEncoder.available(artifact)
+                else None
+            )
+            return cls(
+                artifact,
+                llm.result(),
+                flow.result(),
+                vocoder.result(),
+                tokenizer.result(),
+                prompt.result() if prompt is not None else None,
+            )
+
+    @property
+    def sample_rate(self) -> int:
+        return self.artifact.manifest.sample_rate
+
+    @property
+    def token_rate(self) -> float:
+        """Speech tokens per second of audio."""
+        return self.artifact.manifest.params.flow.input_frame_rate
+
+    @property
+    def speakers(self) -> list[str]:
+        return sorted(self.speaker_embeddings)
+
+    def reseed(self) -> None:
+        """Fresh entropy for unseeded requests: call after a snapshot restore, so clones differ."""
+        self._entropy = np.random.SeedSequence()
+
+    def _seeds(self, seed: int | None) -> np.random.SeedSequence:
+        return np.random.SeedSequence(seed) if seed is not None else self._entropy.spawn(1)[0]
+
+    def _tokens(self, text: str) -> np.ndarray:
+        return np.asarray([self.tokenizer.encode(text)], dtype=np.int64).reshape(1, -1)
+
+    def voice(self, options: SynthesisOptions) -> Voice:
+        n_mels = self.flow.params.n_mels
+        empty_tokens = np.zeros((1, 0), dtype=np.int64)
+        if options.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
+            if self.prompt_encoder is None:
+                raise InvalidRequest(
+                    "this deployment's artifact has no prompt models (campplus.onnx, "
+                    "speech_tokenizer_v1.onnx): voice cloning is unavailable"
+                )
+            assert options.prompt_audio is not None
+            prompt = self.prompt_encoder.encode(options.prompt_audio, options.prompt_text)
+            zero_shot = options.mode is Mode.ZERO_SHOT
+            prompt_text = normalize_text(options.prompt_text or "") if zero_shot else ""
+            return Voice(
+                llm_embedding=prompt.embedding,
+                flow_embedding=prompt.embedding,
+                prompt_text_tokens=self._tokens(prompt_text) if zero_shot else empty_tokens,
+                llm_prompt_tokens=prompt.speech_tokens if zero_shot else empty_tokens,
+                flow_prompt_tokens=prompt.speech_tokens,
+                prompt_mel=prompt.mel,
+            )
+        assert options.speaker is not None
+        embedding = self.speaker_embeddings.get(options.speaker)
+        if embedding is None:
+            known = ", ".join(self.speakers) or "none (this model has no built-in speakers; use prompt audio)"
+            raise UnknownSpeaker(f"unknown speaker {options.speaker!r}; known speakers: {known}")
+        instruct = options.mode is Mode.INSTRUCT
+        instruction = normalize_text(options.instruct or "") + ENDOFPROMPT if instruct else ""
+        return Voice(
+            llm_embedding=np.zeros((0, embedding.shape[1]), dtype=np.float32) if instruct else embedding,
+            flow_embedding=embedding,
+            prompt_text_tokens=self._tokens(instruction) if instruct else empty_tokens,
+            llm_prompt_tokens=empty_tokens,
+            flow_prompt_tokens=empty_tokens,
+            prompt_mel=np.zeros((1, 0, n_mels), dtype=np.float32),
+        )
+
+    def segments(self, text: str) -> list[str]:
+        """The normalised text segments a request is synthesised in, one after another.
+
+        The last text's segments are kept: a job's worker asks for them, then has some synthesised
+        (`stream(only=)`), which would otherwise normalise the whole text again (~2.7 s for 80,000
+        characters here)."""
+        last = self._segmented
+        if last is not None and last[0] == text:
+            return list(last[1])
+        segments = prepare_text(text, self.tokenizer)
+        if not segments:
+            raise InvalidRequest("text has nothing to speak (only punctuation or symbols)")
+        self._segmented = (text, tuple(segments))
+        return segments
+
+    def stream(
+        self, options: SynthesisOptions, deadline: Deadline | None = None, only: range | None = None
+    ) -> Iterator[np.ndarray]:
+        """Audio as float32 mono chunks in [-1, 1]. With options.stream, the first chunk comes early.
+
+        deadline: refuse up front (function.cosyvoice.budget.OverBudget) what is not expected to finish by it,
+        and stop at it (DeadlineExceeded). only: synthesise just these segments of the text (a job's
+        next part), with the randomness they get in a run of the whole text."""
+        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
+        voice = self.voice(options)
+        segments = self.segments(options.text)
+        chosen = range(len(segments)) if only is None else range(len(segments))[only.start : only.stop]
+        if deadline is not None:
+            picked = [segments[index] for index in chosen]
+            self.speed.check(picked, len(options.text), self.token_rate, deadline)
+        seeds = self._seeds(options.seed)
+        # Fresh generators per segment (LLM, flow noise, vocoder source): what one segment draws cannot
+        # shift the next one's randomness, whatever the chunking. Spawned in segment order, up front.
+        every = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
+        rngs = [every[index] for index in chosen]
+        texts = [self._tokens(segments[index]) for index in chosen]
+
+        def speech_tokens() -> Iterator[int | None]:
+            """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
+            for text, (llm_rng, _, _) in zip(texts, rngs, strict=True):
+                yield from self.llm.generate(
+                    text, voice.prompt_text_tokens, voice.llm_embedding, voice.llm_prompt_tokens, llm_rng
+                )
+                yield None
+
+        # The deadline is checked at every drawn token (function.core.deadline). Busy time: while this
+        # generator runs, not while its consumer holds it (a slow client).
+        busy = 0.0
+        with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
+            counted = _CountedTokens(drawn, deadline)
+            resumed = time.perf_counter()
+            for _, flow_rng, source_rng in rngs:
+                stream = SegmentStream(self.flow, self.vocoder, voice, flow_rng, source_rng)
+                for audio in self._segment(_until_none(counted), stream, options):
+                    busy += time.perf_counter() - resumed
+                    yield audio
+                    resumed = time.perf_counter()
+            busy += time.perf_counter() - resumed
+        self.speed.observe(busy, counted.tokens)
+
+    def _segment(
+        self, generated: Iterator[int], stream: SegmentStream, options: SynthesisOptions
+    ) -> Iterator[np.ndarray]:
+        """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole."""
+        if not options.stream or options.speed != 1.0:
+            tokens = np.asarray([list(generated)], dtype=np.int64).reshape(1, -1)
+            if tokens.shape[1] == 0:
+                return
+            mel = stream.mel(tokens, 0, tokens.shape[1], final=True)
+            yield stream.audio(_change_speed(mel, options.speed), final=True)
+            return
+        collected: list[int] = []
+        start, chunk_index = 0, 0
+        for token in generated:
+            collected.append(token)
+            size = CHUNK_TOKENS[min(chunk_index, len(CHUNK_TOKENS) - 1)]
+            if len(collected) >= start + size + TOKEN_LOOKAHEAD:
+                tokens = np.asarray([collected], dtype=np.int64)
+                yield stream.chunk(tokens, start, start + size, final=False)
+                start, chunk_index = start + size, chunk_index + 1
+        if len(collected) > start:
+            tokens = np.asarray([collected], dtype=np.int64)
+            yield stream.chunk(tokens, start, len(collected), final=True)
+
+    def synthesize(self, options: SynthesisOptions) -> np.ndarray:
+        chunks = list(self.stream(options))
+        return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+
+    def warm_up(self) -> None:
+        """Every graph once on a short input, so the first request finds mapped pages and primed kernels.
+
+        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 20 tokens per text
+        token, seconds that on-demand INIT (10 s cap) and snapshot creation should not spend.
+        """
+        embedding = np.zeros((1, 192), dtype=np.float32)  # base models have no built-in speaker
+        empty = np.zeros((1, 0), dtype=np.int64)
+        voice = Voice(
+            embedding, embedding, empty, empty, empty, np.zeros((1, 0, self.flow.params.n_mels), np.float32)
+        )
+        rngs = tuple(np.random.default_rng(child) for child in np.random.SeedSequence(0).spawn(3))
+        started = time.perf_counter()
+        generated = self.llm.generate(self._tokens("Hello."), empty, embedding, empty, rngs[0])
+        tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
+        stream = SegmentStream(self.flow, self.vocoder, voice, rngs[1], rngs[2])
+        stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
+        self.speed.observe(time.perf_counter() - started, tokens.shape[1], warm_up=True)
+
+
+class _CountedTokens:
+    """The drawn tokens, counted, raising DeadlineExceeded once the deadline has passed."""
+
+    def __init__(self, drawn: RunAhead[int | None], deadline: Deadline | None) -> None:
+        self._drawn = iter(drawn)
+        self._deadline = deadline
+        self.tokens = 0
+
+    def __iter__(self) -> Iterator[int | None]:
+        return self
+
+    def __next__(self) -> int | None:
+        if self._deadline is not None:
+            self._deadline.check()
+        token = next(self._drawn)
+        if token is not None:
+            self.tokens += 1
+        return token
+
+
+def _until_none(tokens: Iterator[int | None]) -> Iterator[int]:
+    """The tokens up to the next None (one segment's); leaves the rest for the next segment."""
+    for token in tokens:
+        if token is None:
+            return
+        yield token
+
+
+def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
+    """Tempo change by resampling mel frames in time (upstream does the same with linear interpolation)."""
+    if speed == 1.0:
+        return mel
+    frames = mel.shape[2]
+    target = max(1, int(frames / speed))
+    positions = (np.arange(target, dtype=np.float64) + 0.5) * frames / target - 0.5
+    positions = np.clip(positions, 0, frames - 1)
+    low = np.floor(positions).astype(np.int64)
+    high = np.minimum(low + 1, frames - 1)
+    weight = (positions - low).astype(np.float32)
+    return mel[:, :, low] * (1 - weight) + mel[:, :, high] * weight
+
+
+__all__ = ["Engine"]

@@ -1,0 +1,133 @@
+"""Speech tokens → mel with the flow: the encoder graph once, then an Euler ODE solve over the estimator.
+
+Mirrors upstream `MaskedDiffWithXvec.inference` + `ConditionalCFM`: the prompt's mel conditions the first
+frames, every Euler step evaluates the estimator on a batch of two (conditioned, and unconditioned with mu,
+spks and cond zeroed) and mixes them with classifier-free guidance. Randomness is the caller's: the
+starting noise comes in as an argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR
+from function.cosyvoice.graphs import Graph
+from function.cosyvoice.params import FlowParams
+
+
+class Flow:
+    def __init__(self, encoder: Graph, estimator: Graph, params: FlowParams) -> None:
+        if params.t_scheduler not in ("cosine", "linear"):
+            raise ValueError(f"unknown flow t_scheduler {params.t_scheduler!r}")
+        self.encoder = encoder
+        self.estimator = estimator
+        self.params = params
+        self._t_span = self._time_grid(params)
+
+    @classmethod
+    def load(cls, artifact: Artifact, threads: int | None = None) -> Flow:
+        return cls(
+            Graph.load(artifact, FLOW_ENCODER.name, threads),
+            Graph.load(artifact, FLOW_ESTIMATOR.name, threads),
+            artifact.manifest.params.flow,
+        )
+
+    @staticmethod
+    def _time_grid(params: FlowParams) -> np.ndarray:
+        # float32 throughout, as upstream computes it (linspace, then the cosine warp).
+        t = np.linspace(0, 1, params.n_timesteps + 1, dtype=np.float32)
+        if params.t_scheduler == "cosine":
+            t = (1 - np.cos(t * np.float32(0.5) * np.float32(np.pi))).astype(np.float32)
+        return t
+
+    def mel_frames(self, n_tokens: int) -> int:
+        """Frames for `n_tokens` speech tokens (FlowParams.mel_frames: the one rule)."""
+        return self.params.mel_frames(n_tokens)
+
+    def sample_noise(self, rng: np.random.Generator, n_frames: int) -> np.ndarray:
+        """Standard-normal starting point for `n_frames` frames: [1, n_mels, n_frames] float32."""
+        return rng.standard_normal((1, self.params.n_mels, n_frames), dtype=np.float32)
+
+    def encode(
+        self,
+        tokens: np.ndarray,
+        prompt_tokens: np.ndarray,
+        prompt_frames: int,
+        speaker_embedding: np.ndarray,
+        frames: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """mu [1, n_mels, prompt_frames + frames] and spks [1, n_mels]; frames defaults to mel_frames(N)."""
+        out = self.encoder.run(
+            speech_tokens=np.concatenate([prompt_tokens, tokens], axis=1).astype(np.int64),
+            prompt_token_len=np.array(prompt_tokens.shape[1], dtype=np.int64),
+            prompt_mel_len=np.array(prompt_frames, dtype=np.int64),
+            mel_len=np.array(self.mel_frames(tokens.shape[1]) if frames is None else frames, dtype=np.int64),
+            speaker_embedding=np.ascontiguousarray(speaker_embedding, dtype=np.float32),
+        )
+        return out["mu"], out["spks"]
+
+    def __call__(
+        self,
+        tokens: np.ndarray,  # [1, N] int64 new speech tokens
+        prompt_tokens: np.ndarray,  # [1, P] int64, P may be 0
+        prompt_mel: np.ndarray,  # [1, Tm, n_mels], Tm = 0 without a prompt
+        speaker_embedding: np.ndarray,  # [1, spk_dim]
+        noise: np.ndarray,  # [1, n_mels, Tm + frames]
+        frames: int | None = None,  # mel frames for the new tokens; None: mel_frames(N)
+    ) -> np.ndarray:
+        """Mel for the new tokens only: [1, n_mels, frames].
+
+        A stream window passes its exact share of the utterance's frames, which can be one more than
+        mel_frames(N) of its own tokens (both round down)."""
+        n_mels = self.params.n_mels
+        prompt_frames = prompt_mel.shape[1]
+        if tokens.ndim != 2 or tokens.shape[0] != 1 or tokens.shape[1] == 0:
+            raise ValueError(f"flow: tokens must be [1, N>0], got {tokens.shape}")
+        if (prompt_tokens.shape[1] == 0) != (prompt_frames == 0):
+            raise ValueError("flow: prompt tokens and prompt mel must both be given or both be empty")
+        if prompt_mel.ndim != 3 or prompt_mel.shape[2] != n_mels:
+            raise ValueError(f"flow: prompt_mel must be [1, frames, {n_mels}], got {prompt_mel.shape}")
+        frames = self.mel_frames(tokens.shape[1]) if frames is None else frames
+        total = prompt_frames + frames
+        if noise.shape != (1, n_mels, total):
+            raise ValueError(f"flow: noise must be {(1, n_mels, total)}, got {noise.shape}")
+
+        mu, spks = self.encode(tokens, prompt_tokens, prompt_frames, speaker_embedding, frames)
+        cond = np.zeros((1, n_mels, total), dtype=np.float32)
+        cond[:, :, :prompt_frames] = prompt_mel.transpose(0, 2, 1)
+        mel = self._solve(noise.astype(np.float32), mu, spks, cond)
+        return mel[:, :, prompt_frames:]
+
+    def _solve(self, x: np.ndarray, mu: np.ndarray, spks: np.ndarray, cond: np.ndarray) -> np.ndarray:
+        """Euler steps over the time grid with classifier-free guidance; x [1, n_mels, T] is the noise."""
+        # (1 + r) * v_cond - r * v_uncond, with both factors rounded to float32 as torch does.
+        cond_weight = np.float32(1.0 + self.params.inference_cfg_rate)
+        uncond_weight = np.float32(self.params.inference_cfg_rate)
+        frames = x.shape[2]
+        # Row 0 is conditioned; row 1 is the unconditioned pass (mu, spks, cond all zero).
+        mask = np.ones((2, 1, frames), dtype=np.float32)
+        mu2 = np.concatenate([mu, np.zeros_like(mu)])
+        spks2 = np.concatenate([spks, np.zeros_like(spks)])
+        cond2 = np.concatenate([cond, np.zeros_like(cond)])
+        t_span = self._t_span
+        t, dt = t_span[0], t_span[1] - t_span[0]
+        for step in range(1, len(t_span)):
+            velocity = self.estimator.run(
+                x=np.concatenate([x, x]),
+                mask=mask,
+                mu=mu2,
+                t=np.full(2, t, dtype=np.float32),
+                spks=spks2,
+                cond=cond2,
+            )["velocity"]
+            guided = cond_weight * velocity[:1] - uncond_weight * velocity[1:]
+            x = x + dt * guided
+            # Upstream advances t by dt and re-derives dt from the grid; keep its float32 rounding.
+            t = t + dt
+            if step < len(t_span) - 1:
+                dt = t_span[step + 1] - t
+        return x
+
+
+__all__ = ["Flow"]

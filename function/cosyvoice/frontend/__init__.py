@@ -1,0 +1,49 @@
+"""The text front end: normalise, split into segments, tokenize (whisper's multilingual BPE)."""
+
+from __future__ import annotations
+
+import re
+
+from function.cosyvoice.frontend.fst import load as load_normalizer
+from function.cosyvoice.frontend.fst import preload as preload_normalizer
+from function.cosyvoice.frontend.language import contains_chinese, is_only_punctuation, language_of
+from function.cosyvoice.frontend.normalize import normalize
+from function.cosyvoice.frontend.split import split_paragraph
+from function.cosyvoice.frontend.tokenizer import TextTokenizer
+
+# Leading special tags such as "<|en|>" (v1 cross-lingual) belong to every segment and are not normalised.
+_LEADING_TAGS = re.compile(r"^(?:\s*<\|[^<>|\s]+\|>)+")
+
+
+def prepare_text(text: str, tokenizer: TextTokenizer) -> list[str]:
+    """Normalised segments ready to tokenize; punctuation-only pieces are dropped."""
+    tags, body = _peel_tags(text)
+    language = language_of(body)
+    units = len if language == "zh" else (lambda piece: len(tokenizer.encode(piece)))
+    segments = split_paragraph(normalize(body, language), language, units)
+    return [tags + segment for segment in segments if not is_only_punctuation(segment)]
+
+
+def normalize_text(text: str) -> str:
+    """The whole text normalised, unsplit (upstream's text_normalize(split=False)): prompts, instructions."""
+    tags, body = _peel_tags(text)
+    return tags + normalize(body, language_of(body)) if body else tags
+
+
+def _peel_tags(text: str) -> tuple[str, str]:
+    text = text.strip()
+    match = _LEADING_TAGS.match(text)
+    if match is None:
+        return "", text
+    return re.sub(r"\s+", "", match.group()), text[match.end() :].strip()
+
+
+__all__ = [
+    "TextTokenizer",
+    "contains_chinese",
+    "is_only_punctuation",
+    "normalize_text",
+    "load_normalizer",
+    "preload_normalizer",
+    "prepare_text",
+]

@@ -1,0 +1,194 @@
+"""The readings WeText's graphs get wrong, written out before the graphs run (they pass words through).
+
+Each rule answers one measured fault (tests/function/cosyvoice/frontend/normalize_cases.py has the sentences):
+- both languages: titles and abbreviations the graphs keep as written (Prof., St., etc., vs., Inc.; in
+  Chinese text all of them), "COVID-19" read as COVID minus nineteen, the full stops of "a.m." kept;
+- Chinese: "第2名" read 第两名, "第3-5章" 第三减五章, "2台" 二台, "No.1" left as written; dialled
+  service numbers ("拨110") read as amounts, where a listener expects 幺幺零; e-mail addresses and web
+  addresses left unspoken;
+- English: money ("$3.99" as three point nine nine dollars, "$1,200" as "thousand two hundred"),
+  four-digit numbers outside measures read as years ("1234 books" as twelve thirty four, "1905" as
+  nineteen zero five), "1990s" as 1990 seconds, "5 m" as five minutes, dialled numbers ("Dial 911")
+  read as amounts, "mph" after a spelled-out number left as letters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from function.cosyvoice.frontend.language import Language
+from function.cosyvoice.frontend.numbers import en_cardinal, en_digits, en_year, zh_cardinal, zh_digits
+
+Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str]]
+
+_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?![\d,]*\d)")
+
+# Titles come before a name and never end a sentence: their full stop is dropped.
+_TITLES = {"Dr": "Doctor", "Mr": "Mister", "Mrs": "Missus", "Ms": "Miz", "Prof": "Professor"}
+# These may end a sentence: their full stop stays when the text ends or a new sentence starts after it.
+_ABBREVIATIONS = {"etc": "et cetera", "Inc": "Incorporated", "Ltd": "Limited", "Corp": "Corporation"}
+_MONTHS = {
+    "Jan": "January",
+    "Feb": "February",
+    "Mar": "March",
+    "Apr": "April",
+    "Jun": "June",
+    "Jul": "July",
+    "Aug": "August",
+    "Sep": "September",
+    "Sept": "September",
+    "Oct": "October",
+    "Nov": "November",
+    "Dec": "December",
+}
+_SENTENCE_AFTER = r"(?=$|\s+[A-Z\u4e00-\u9fff])"
+
+
+def _words(table: dict[str, str]) -> str:
+    return "|".join(sorted(table, key=len, reverse=True))
+
+
+_SHARED: list[Rule] = [
+    (re.compile(rf"\b({_words(_TITLES)})\.\s*(?=\w)"), lambda m: _TITLES[m.group(1)] + " "),
+    # "St. Louis" is a saint; "Baker St." a street.
+    (re.compile(r"\bSt\.\s*(?=[A-Z])"), lambda m: "Saint "),
+    (re.compile(r"(?<=[A-Za-z] )St\.(?=\s|$)"), lambda m: "Street"),
+    (
+        re.compile(rf"\b({_words(_ABBREVIATIONS)})\.({_SENTENCE_AFTER})?"),
+        lambda m: _ABBREVIATIONS[m.group(1)] + ("." if m.group(2) is not None else ""),
+    ),
+    (re.compile(r"\bvs\.?(?=\s)"), lambda m: "versus"),
+    (re.compile(rf"\b({_words(_MONTHS)})\.?(?=\s*\d)"), lambda m: _MONTHS[m.group(1)]),
+    # "7 a.m." keeps no full stop: it would end the sentence there.
+    (re.compile(r"(?<=\d)\s*([ap])\.m\.", re.IGNORECASE), lambda m: f" {m.group(1).upper()}M"),
+    # A code's hyphen is no minus sign: "COVID-19" is COVID nineteen.
+    (re.compile(r"(?<=[A-Za-z]{2})-(?=\d)"), lambda m: " "),
+]
+
+
+# --- Chinese -------------------------------------------------------------------------------------------
+
+
+def _zh_dialled(digits: str) -> str:
+    """Digits as dialled: 1 is 幺, so 110 is never heard as 一一零 or 一百一十."""
+    return zh_digits(digits).replace("一", "幺")
+
+
+_ZH_DOT = "点"
+_TLD = r"(?:com|cn|net|org|edu|gov|io|co|uk|hk|tw|me|info)"
+
+# Classifiers after which a lone 2 is 两 where the graphs write 二 ("2台电脑", "2点钟").
+_ZH_CLASSIFIERS = "个只台本杯件张位条次天岁斤米点辆头把块双瓶碗口家所门部首棵支座间份顿场"
+
+_ZH: list[Rule] = [
+    (re.compile(rf"(?<![\d.第])2(?=[{_ZH_CLASSIFIERS}])"), lambda m: "两"),  # 第2个 is an ordinal
+    (re.compile(r"\bNo\.\s*(\d+)"), lambda m: "第" + zh_cardinal(m.group(1))),
+    (
+        re.compile(r"第(\d+)(?:\s*[-~～]\s*(\d+))?"),
+        lambda m: "第" + zh_cardinal(m.group(1)) + (f"到{zh_cardinal(m.group(2))}" if m.group(2) else ""),
+    ),
+    (
+        re.compile(r"(拨打|拨|致电|热线|电话是?|号码是?|报警|急救)(\d{3,5})(?![\d.-])"),
+        lambda m: m.group(1) + _zh_dialled(m.group(2)),
+    ),
+    (
+        re.compile(r"([\w.+-]+)@([\w-]+(?:\.[\w-]+)+)", re.ASCII),
+        lambda m: f"{m.group(1).replace('.', _ZH_DOT)}艾特{m.group(2).replace('.', _ZH_DOT)}",
+    ),
+    (
+        re.compile(rf"\b(?:www\.)?[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.{_TLD}\b", re.ASCII),
+        lambda m: m.group().replace(".", _ZH_DOT),
+    ),
+]
+
+
+# --- English -------------------------------------------------------------------------------------------
+
+# (singular, plural, cent unit) per currency symbol; yen has no cents.
+_EN_CURRENCY = {
+    "$": ("dollar", "dollars", "cent"),
+    "€": ("euro", "euros", "cent"),
+    "£": ("pound", "pounds", "penny"),
+    "¥": ("yen", "yen", ""),
+}
+_EN_MONTH_NAMES = "|".join(dict.fromkeys([*_MONTHS.values(), "May"]))
+_NUMBER_WORD = (
+    r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty"
+    r"|sixty|seventy|eighty|ninety|hundred|thousand)"
+)
+# Before one of these a number is a measure, which the graphs read well ("1200 kg").
+_UNITS = r"kg|mg|g|km|cm|mm|m|ml|l|mph|kph|ft|lbs?|oz|[kmgt]?b|[kmg]?hz|kw|w|v|mah"
+_SPEED_UNITS = {"mph": "miles per hour", "km/h": "kilometers per hour", "kph": "kilometers per hour"}
+
+
+def _en_money(m: re.Match[str]) -> str:
+    symbol, number, scale = m.groups()
+    singular, plural, cent = _EN_CURRENCY[symbol]
+    whole, _, fraction = number.partition(".")
+    if scale or (fraction and (not cent or len(fraction) != 2)):
+        spoken = en_cardinal(whole) + (" point " + en_digits(fraction) if fraction else "")
+        return f"{spoken} {scale + ' ' if scale else ''}{plural}"
+    units, cents = int(whole), int(fraction or "0")
+    parts = [f"{en_cardinal(whole)} {singular if units == 1 else plural}"] if units or not cents else []
+    if cents:
+        cents_unit = cent if cents == 1 else ("pence" if cent == "penny" else cent + "s")
+        parts.append(f"{en_cardinal(str(cents))} {cents_unit}")
+    return " and ".join(parts)
+
+
+def _plural(words: str) -> str:
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
+def _en_four_digits(m: re.Match[str]) -> str:
+    date, context, digits = m.groups()
+    if date:  # "March 5, 2024": the graphs read whole dates well
+        return m.group()
+    return f"{context}{en_year(digits)}" if context else en_cardinal(digits)
+
+
+_EN: list[Rule] = [
+    (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
+    (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
+    (
+        re.compile(r"\b((?:1\d|20)\d\d)\s?[-–]\s?((?:1\d|20)\d\d)\b"),
+        lambda m: f"{en_year(m.group(1))} to {en_year(m.group(2))}",
+    ),
+    (
+        re.compile(r"\b(Dial|Call|Text)\s+(\d{3,})\b(?![-.]?\d)", re.IGNORECASE),
+        lambda m: f"{m.group(1)} {en_digits(m.group(2))}",
+    ),
+    # The graphs read "m" as minutes and "1990s" as 1990 seconds.
+    (
+        re.compile(r"\b(\d+(?:\.\d+)?)\s?m\b(?![²³/])"),
+        lambda m: f"{m.group(1)} {'meter' if m.group(1) == '1' else 'meters'}",
+    ),
+    (re.compile(r"\b((?:1\d|20)\d0)s\b"), lambda m: _plural(en_year(m.group(1)))),
+    (
+        re.compile(
+            rf"((?:{_EN_MONTH_NAMES})\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
+            r"\b((?:in|since|until|by|from|of|year|before|after|around|during|to|circa)\s+)?"
+            rf"(?<![\d.,:-])([1-9]\d{{3}})\b(?![.,:-]?\d|\s?(?:{_UNITS})(?![a-z])|\s?[°%])",
+            re.IGNORECASE,
+        ),
+        _en_four_digits,
+    ),
+    (
+        re.compile(rf"\b({_NUMBER_WORD})\s+({_words(_SPEED_UNITS)})(?![\w/])"),
+        lambda m: f"{m.group(1)} {_SPEED_UNITS[m.group(2)]}",
+    ),
+]
+
+_RULES: dict[Language, list[Rule]] = {"zh": _SHARED + _ZH, "en": _SHARED + _EN}
+
+
+def spell_out(text: str, language: Language) -> str:
+    """`text` with what the graphs would misread already in words; the rest is left for them."""
+    text = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), text)
+    for pattern, replacement in _RULES[language]:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+__all__ = ["spell_out"]

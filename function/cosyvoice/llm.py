@@ -1,0 +1,193 @@
+"""The speech-token LLM at run time: prefill once, then one decode step per token, streamed out.
+
+The decode graph reads per-layer cache buffers in place and returns only the new key and value rows
+(see function/cosyvoice/contract.py). `DecoderCache` owns those buffers: one array [layers, 3, heads,
+capacity, head_dim] whose [layer, kind] slices are contiguous, so onnxruntime reads them without a copy; the
+capacity grows by `CACHE_BLOCK` positions, so attention over unused rows stays bounded and reallocation is
+rare. Each block's position rows come from the llm_positions graph when the block is added: one matrix product
+per block instead of a matrix-vector product per layer in every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from function.core.errors import ArtifactError, InvalidRequest
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.contract import (
+    LLM_CACHE_KINDS,
+    LLM_DECODE,
+    LLM_POSITIONS,
+    LLM_PREFILL,
+    LLM_STEP_KINDS,
+    llm_cache_input,
+    llm_decode_spec,
+)
+from function.cosyvoice.graphs import Graph, available_cpus
+from function.cosyvoice.params import LLMParams
+from function.cosyvoice.sampling import sample_next
+
+CACHE_BLOCK = 128
+
+
+def decode_threads(cpus: int, quantization: str) -> int:
+    """Intra-op threads for the decode session, which runs beside the flow and vocoder (cosyvoice.engine).
+
+    A step is a chain of matrix-vector products bound by memory bandwidth. The int8/int4 kernels
+    (MatMulNBits) stream their weights at the one-core floor: on two cores one thread decodes as fast as
+    two and leaves the other core to the flow and vocoder (streamed int8 requests ran ~8 % sooner than
+    with two decode threads, alternating runs of the 10 s utterance). The fp32 kernels read unpacked
+    weights and gain from a second thread (~30 ms → ~23 ms a step), as both do once there are more
+    cores; beyond two, bandwidth is saturated."""
+    return 1 if cpus <= 2 and quantization != "fp32" else min(cpus, 2)
+
+
+_POS = LLM_CACHE_KINDS.index("pos")
+_STEP = len(LLM_STEP_KINDS)  # the kinds a step returns come first
+
+
+class DecoderCache:
+    """The decode graph's past K / V / position rows: K and V filled by prefill and one row per step,
+    position rows by prefill and then `positions` for each new block of distances, ahead of the steps.
+
+    Invariant: capacity > length, and position rows are there for every distance below capacity, so the
+    step at position `length` finds the rows for distances 0..length it reads."""
+
+    def __init__(self, prefill_cache: np.ndarray, positions: Callable[[np.ndarray], np.ndarray]) -> None:
+        layers, kinds, heads, length, head_dim = prefill_cache.shape
+        if kinds != len(LLM_CACHE_KINDS):
+            raise ArtifactError(f"llm_prefill cache has {kinds} kinds, expected {len(LLM_CACHE_KINDS)}")
+        self.length = length
+        self._positions = positions
+        self._buffers = np.zeros((layers, kinds, heads, _round_up(length + 1), head_dim), dtype=np.float32)
+        self._buffers[:, :, :, :length] = prefill_cache
+        self._fill_positions(length)
+
+    @property
+    def capacity(self) -> int:
+        return self._buffers.shape[3]
+
+    def _fill_positions(self, start: int) -> None:
+        """Position rows for distances start..capacity−1: [layers, heads, n, head_dim] from the graph."""
+        self._buffers[:, _POS, :, start:] = self._positions(np.arange(start, self.capacity, dtype=np.int64))
+
+    def feeds(self) -> dict[str, np.ndarray]:
+        layers = self._buffers.shape[0]
+        feeds = {"past_len": np.array(self.length, dtype=np.int64)}
+        for layer in range(layers):
+            for index, kind in enumerate(LLM_CACHE_KINDS):
+                feeds[llm_cache_input(kind, layer)] = self._buffers[layer, index]
+        return feeds
+
+    def append(self, rows: np.ndarray) -> None:
+        """rows [layers, 2, heads, 1, head_dim] (key, value) become position `length`."""
+        self._buffers[:, :_STEP, :, self.length] = rows[:, :, :, 0]
+        self.length += 1
+        if self.length == self.capacity:
+            filled = self.capacity
+            grown = np.zeros(
+                self._buffers.shape[:3] + (filled + CACHE_BLOCK,) + self._buffers.shape[4:], dtype=np.float32
+            )
+            grown[:, :, :, :filled] = self._buffers
+            self._buffers = grown
+            self._fill_positions(filled)
+
+
+def _round_up(length: int) -> int:
+    return -(-length // CACHE_BLOCK) * CACHE_BLOCK
+
+
+class LLM:
+    """Text tokens (+ speaker / prompt) → speech tokens, yielded one by one."""
+
+    def __init__(self, prefill: Graph, decode: Graph, positions: Graph, params: LLMParams) -> None:
+        self.prefill = prefill
+        self.decode = decode
+        self.positions = positions
+        self.params = params
+
+    @classmethod
+    def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
+        names = {spec.name for spec in artifact.graph(LLM_DECODE.name).inputs}
+        layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
+        threads_for_decode = decode_threads(
+            threads or available_cpus(), artifact.graph(LLM_DECODE.name).quantization
+        )
+        decode = Graph.load(artifact, LLM_DECODE.name, threads_for_decode, llm_decode_spec(layers))
+        prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
+        positions = Graph.load(artifact, LLM_POSITIONS.name, threads)
+        return cls(prefill, decode, positions, artifact.manifest.params.llm)
+
+    def start(
+        self, text_tokens: np.ndarray, speaker_embedding: np.ndarray, prompt_speech_tokens: np.ndarray
+    ) -> tuple[np.ndarray, DecoderCache]:
+        """Prefill: log-probabilities [vocab] of the first speech token and the filled cache."""
+        out = self.prefill.run(
+            text_tokens=np.asarray(text_tokens, dtype=np.int64).reshape(1, -1),
+            speaker_embedding=np.asarray(speaker_embedding, dtype=np.float32).reshape(
+                -1, _last(speaker_embedding)
+            ),
+            prompt_speech_tokens=np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(1, -1),
+        )
+        return out["logp"][0], DecoderCache(out["cache"], self._position_rows)
+
+    def _position_rows(self, distances: np.ndarray) -> np.ndarray:
+        return self.positions.run(distances=distances)["rows"]
+
+    def step(self, token: int, cache: DecoderCache) -> np.ndarray:
+        """Feed `token` at position cache.length; returns the next log-probabilities [vocab]."""
+        out = self.decode.run(token=np.array([[token]], dtype=np.int64), **cache.feeds())
+        cache.append(out["new_rows"])
+        return out["logp"][0]
+
+    def generate(
+        self,
+        text_tokens: np.ndarray,
+        prompt_text_tokens: np.ndarray,
+        speaker_embedding: np.ndarray,
+        prompt_speech_tokens: np.ndarray,
+        rng: np.random.Generator,
+    ) -> Iterator[int]:
+        """Speech token ids until EOS or 20 per text token; at least 2 per text token (prompt text
+        not counted). EOS never comes first."""
+        text_len = int(np.asarray(text_tokens).size)
+        min_len = int(text_len * self.params.min_token_text_ratio)
+        max_len = int(text_len * self.params.max_token_text_ratio)
+        if max_len == 0:
+            return
+        full_text = np.concatenate(
+            [
+                np.asarray(prompt_text_tokens, dtype=np.int64).reshape(-1),
+                np.asarray(text_tokens, dtype=np.int64).reshape(-1),
+            ]
+        )
+        prompt = np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(-1)
+        if full_text.size + prompt.size + 2 + max_len > self.params.max_context:
+            raise InvalidRequest(
+                f"prompt and text need up to {full_text.size + prompt.size + 2 + max_len} LLM positions,"
+                f" more than the {self.params.max_context} the model supports; use a shorter prompt or text"
+            )
+        logp, cache = self.start(full_text, speaker_embedding, prompt)
+        logp = logp.copy()
+        logp[self.params.speech_token_size] = -np.inf  # upstream forces the first token to be speech
+        decoded: list[int] = []
+        for index in range(max_len):
+            if index:
+                logp = self.step(decoded[-1], cache)
+            token = sample_next(logp, decoded, rng, self.params, allow_eos=index >= min_len)
+            if token == self.params.speech_token_size:
+                return
+            yield token
+            decoded.append(token)
+
+
+def _last(array: np.ndarray) -> int:
+    shape = np.shape(array)
+    if not shape or shape[-1] == 0:
+        raise InvalidRequest("speaker embedding must be a vector (or [0, dim] for none)")
+    return shape[-1]
+
+
+__all__ = ["CACHE_BLOCK", "DecoderCache", "LLM", "decode_threads"]

@@ -1,0 +1,71 @@
+"""The job queue: SQS messages naming stored jobs (`{"job": id}`, function.shared.schema.JobMessage).
+
+POST /v1/jobs sends one per job; a worker that runs out of invocation sends the next one itself
+(SendMessage, not a visibility-timeout retry), so a job of many invocations never counts toward the
+queue's maxReceiveCount, and its message is small whatever the size of the text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from function.core.errors import TTSError
+from function.jobs.store import JobsUnavailable
+from function.shared.aws_clients import sqs_client
+from function.shared.settings import Settings
+
+
+class QueueError(TTSError):
+    """SQS refused the message; the submission or record is retried."""
+
+    code = "queue_error"
+    status = 502
+
+
+def queue_url(settings: Settings) -> str:
+    if settings.job_queue_url is None:
+        raise JobsUnavailable(
+            "COSYVOICE_JOB_QUEUE_URL is not set: this deployment has no job queue (send SQS messages"
+            " to its queue directly, or deploy template.yaml, which sets it)"
+        )
+    return settings.job_queue_url
+
+
+# How soon a record handed back (batchItemFailures) is received again, instead of after the queue's
+# visibility timeout (90 min: 6x the function's): one that found no time, soon; a transient error, after
+# a pause.
+RETRY_DEFERRED_SECONDS = 10
+RETRY_FAILED_SECONDS = 60
+
+
+def hand_back(receipt_handle: str, seconds: int, settings: Settings) -> None:
+    """Make a received message visible again in `seconds` (best effort: if SQS refuses, the visibility
+    timeout brings it back all the same)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if settings.job_queue_url is None:
+        return
+    with contextlib.suppress(BotoCoreError, ClientError):
+        sqs_client().change_message_visibility(
+            QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+        )
+
+
+def enqueue(job_id: str, settings: Settings) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        sqs_client().send_message(QueueUrl=queue_url(settings), MessageBody=json.dumps({"job": job_id}))
+    except (BotoCoreError, ClientError) as exc:
+        raise QueueError(f"cannot queue job {job_id!r}: {exc}") from exc
+
+
+__all__ = [
+    "RETRY_DEFERRED_SECONDS",
+    "RETRY_FAILED_SECONDS",
+    "QueueError",
+    "enqueue",
+    "hand_back",
+    "queue_url",
+]

@@ -1,0 +1,342 @@
+"""Jobs: a long text's request, status and finished parts, kept in S3 so its synthesis can span invocations.
+
+Layout, under s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX (P below; the function's role may
+write nowhere else):
+
+    P{id}.{format}                 the audio (a raw SQS message or direct invoke may name its own
+                                   `output_key` instead)
+    Pjobs/{id}/request.json        what was asked, its sha256 and the job's seed: written once
+    Pjobs/{id}/status.json         queued | running (progress) | done (where, how long) | failed (why)
+    Pjobs/{id}/parts/{k:06d}.pcm   segment k's audio, s16le mono at the model's rate: written once
+
+Identity is content: a job's sha256 covers its canonical request (every field with its default, minus
+the id and the ignored `stream`), so the same id with the same content is the same job, and the same id
+with other content is refused (JobConflict) instead of being silently dropped. A request without a seed
+gets one at submission, stored with it: every segment of the job then draws exactly what it would in a
+run of the whole text (function.cosyvoice.engine), so parts written by different invocations, or twice by
+duplicate deliveries, are identical, and write-once keeps the first.
+
+The status is read-modify-write with If-Match: a writer that lost a race re-reads it, and nothing
+overwrites a finished job's status (done, or permanently failed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from function.core.errors import TTSError
+from function.core.options import SynthesisOptions
+from function.shared import storage
+from function.shared.schema import JOB_ID_PATTERN, SpeechJob
+from function.shared.settings import Settings
+
+JOBS_FOLDER = "jobs/"
+PCM_BYTES = 2  # s16le
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+_JSON = "application/json"
+_WRITE_ATTEMPTS = 5  # status writers racing on one job: each lost race re-reads and retries
+
+
+class JobNotFound(TTSError):
+    code = "job_not_found"
+    status = 404
+
+
+class JobConflict(TTSError):
+    """The id names a job with other content: refused, the existing job is left as it is."""
+
+    code = "job_conflict"
+    status = 409
+
+
+class JobsUnavailable(TTSError):
+    """The deployment has no output bucket (or no queue) for jobs."""
+
+    code = "jobs_unavailable"
+    status = 503
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def bucket_of(settings: Settings) -> str:
+    if settings.output_bucket is None:
+        raise JobsUnavailable("COSYVOICE_OUTPUT_BUCKET is not set: this deployment cannot keep jobs or audio")
+    return settings.output_bucket
+
+
+def content_digest(request: SpeechJob) -> str:
+    canonical = request.model_dump(mode="json", exclude={"id", "stream"})
+    text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    """A submitted job: its request as given, and what was fixed at submission."""
+
+    id: str
+    request: SpeechJob
+    sha256: str
+    seed: int
+    created_at: str
+    bucket: str
+    prefix: str  # COSYVOICE_OUTPUT_PREFIX
+
+    @property
+    def folder(self) -> str:
+        return _folder(self.prefix, self.id)
+
+    @property
+    def key(self) -> str:
+        """Where the audio goes."""
+        return self.prefix + self.request.output_name()
+
+    @property
+    def format(self) -> str:
+        return self.request.format
+
+    def part_key(self, index: int) -> str:
+        return f"{self.folder}parts/{index:06d}.pcm"
+
+    def options(self) -> SynthesisOptions:
+        """What the worker synthesises: the request, with the job's seed, segment by segment whole."""
+        return replace(self.request.to_options(), seed=self.seed, stream=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "sha256": self.sha256,
+            "seed": self.seed,
+            "created_at": self.created_at,
+            "request": self.request.model_dump(mode="json", exclude_none=True),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], bucket: str, prefix: str) -> Job:
+        return cls(
+            id=data["id"],
+            request=SpeechJob.model_validate(data["request"]),
+            sha256=data["sha256"],
+            seed=int(data["seed"]),
+            created_at=data["created_at"],
+            bucket=bucket,
+            prefix=prefix,
+        )
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str  # QUEUED, RUNNING, DONE or FAILED
+    updated_at: str = field(default_factory=_now)
+    segments_done: int = 0
+    segments_total: int | None = None  # known once a worker has split the text
+    audio_seconds: float = 0.0  # of the finished segments
+    result: dict[str, Any] | None = None  # done: bucket, key, format, content_type, sample_rate, duration
+    error: dict[str, str] | None = None  # failed: {"code", "message"}; or the last transient error
+    retriable: bool = False  # failed after the queue's last receive: a redriven message resumes it
+
+    @property
+    def final(self) -> bool:
+        """Nothing more will happen to the job: its audio is written, or it cannot be made."""
+        return self.state == DONE or (self.state == FAILED and not self.retriable)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "status": self.state,
+            "updated_at": self.updated_at,
+            "progress": {
+                "segments_done": self.segments_done,
+                "segments_total": self.segments_total,
+                "audio_seconds": round(self.audio_seconds, 3),
+            },
+        }
+        if self.result is not None:
+            data.update(self.result)
+        if self.error is not None:
+            data["error" if self.state == FAILED else "last_error"] = self.error
+        if self.retriable:
+            data["retriable"] = True
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobStatus:
+        progress = data.get("progress", {})
+        result_keys = ("bucket", "key", "format", "content_type", "sample_rate", "duration_seconds")
+        result = {key: data[key] for key in result_keys if key in data} or None
+        return cls(
+            state=data["status"],
+            updated_at=data.get("updated_at", ""),
+            segments_done=progress.get("segments_done", 0),
+            segments_total=progress.get("segments_total"),
+            audio_seconds=progress.get("audio_seconds", 0.0),
+            result=result,
+            error=data.get("error", data.get("last_error")),
+            retriable=data.get("retriable", False),
+        )
+
+
+def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
+    """Store a new job (True), or find the one its id names with the same content (False). A request
+    without an id gets a fresh one. Raises JobConflict for an id taken by other content."""
+    bucket = bucket_of(settings)
+    request.to_options().validated(settings.job_max_text_chars)
+    job_id = request.id or uuid.uuid4().hex
+    request = request.model_copy(update={"id": job_id})
+    request.output_name()  # refuses a bad output_key before anything is stored
+    job = Job(
+        id=job_id,
+        request=request,
+        sha256=content_digest(request),
+        seed=request.seed if request.seed is not None else secrets.randbits(63),
+        created_at=_now(),
+        bucket=bucket,
+        prefix=settings.output_prefix,
+    )
+    body = json.dumps(job.to_dict(), ensure_ascii=False).encode()
+    if storage.put(bucket, _request_key(job.folder), body, _JSON):
+        return job, True
+    existing = load(job.id, settings)
+    if existing.sha256 != job.sha256:
+        raise JobConflict(
+            f"job {job.id!r} exists with other content (sha256 {existing.sha256[:12]}…, this request's"
+            f" {job.sha256[:12]}…): give this request another id"
+        )
+    return existing, False
+
+
+def load(job_id: str, settings: Settings) -> Job:
+    bucket = bucket_of(settings)
+    if re.fullmatch(JOB_ID_PATTERN, job_id) is None:  # never a key outside the job's folder
+        raise JobNotFound(f"no job {job_id!r}")
+    found = storage.read(bucket, _request_key(_folder(settings.output_prefix, job_id)))
+    if found is None:
+        raise JobNotFound(f"no job {job_id!r}")
+    return Job.from_dict(json.loads(found[0]), bucket, settings.output_prefix)
+
+
+def status(job: Job) -> JobStatus | None:
+    """The job's status; None until it has been queued or started."""
+    found = storage.read(job.bucket, _status_key(job))
+    return None if found is None else JobStatus.from_dict(json.loads(found[0]))
+
+
+def update_status(job: Job, state: str | None, **changes: Any) -> JobStatus:
+    """Move the job's status to `state` (None: keep it) with `changes`, read-modify-write: a writer that
+    lost a race re-reads and applies its change to the newer status. A final status (done, or failed
+    for good) is never changed. Returns the status now in force."""
+    key = _status_key(job)
+    for _ in range(_WRITE_ATTEMPTS):
+        found = storage.read(job.bucket, key)
+        current = JobStatus(QUEUED) if found is None else JobStatus.from_dict(json.loads(found[0]))
+        if found is not None and current.final:
+            return current
+        new = replace(current, state=state or current.state, updated_at=_now(), **changes)
+        body = json.dumps(new.to_dict(), ensure_ascii=False).encode()
+        if storage.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
+            return new
+    raise storage.StorageError(f"the status of job {job.id!r} kept changing under this writer")
+
+
+def mark_queued(job: Job) -> JobStatus:
+    """The status of a job whose message was just sent, unless a worker has written one already."""
+    queued = JobStatus(QUEUED)
+    body = json.dumps(queued.to_dict(), ensure_ascii=False).encode()
+    if storage.put(job.bucket, _status_key(job), body, _JSON):
+        return queued
+    return status(job) or queued
+
+
+def finished_parts(job: Job) -> list[int]:
+    """The byte sizes of the finished parts 0, 1, … up to the first missing one (workers write them in
+    order, so that is all of them)."""
+    found = storage.sizes(job.bucket, f"{job.folder}parts/")
+    sizes: list[int] = []
+    while (size := found.get(job.part_key(len(sizes)))) is not None:
+        sizes.append(size)
+    return sizes
+
+
+def write_part(job: Job, index: int, pcm: bytes) -> None:
+    """Checkpoint segment `index`; a duplicate's identical part finds the first one there and keeps it."""
+    storage.put(job.bucket, job.part_key(index), pcm, "audio/L16")
+
+
+def read_part(job: Job, index: int) -> bytes:
+    found = storage.read(job.bucket, job.part_key(index))
+    if found is None:
+        raise storage.StorageError(f"part {index} of job {job.id!r} is gone (expired?)")
+    return found[0]
+
+
+def read_parts(job: Job, count: int) -> Iterator[np.ndarray]:
+    """Parts 0..count-1 as float32 chunks in [-1, 1], one at a time."""
+    for index in range(count):
+        yield np.frombuffer(read_part(job, index), dtype="<i2").astype(np.float32) / 32767.0
+
+
+def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
+    """GET /v1/jobs/{id}'s body: the status, with a presigned URL once the audio is written."""
+    shown = current if current is not None else JobStatus(QUEUED, updated_at=job.created_at)
+    data = {
+        "id": job.id,
+        "status_url": status_url(job.id),
+        "created_at": job.created_at,
+        "seed": job.seed,
+        **shown.to_dict(),
+    }
+    if shown.state == DONE and shown.result is not None:
+        data["url"] = storage.presigned_url(shown.result["bucket"], shown.result["key"])
+    return data
+
+
+def status_url(job_id: str) -> str:
+    return f"/v1/jobs/{job_id}"
+
+
+def _folder(prefix: str, job_id: str) -> str:
+    return f"{prefix}{JOBS_FOLDER}{job_id}/"
+
+
+def _request_key(folder: str) -> str:
+    return f"{folder}request.json"
+
+
+def _status_key(job: Job) -> str:
+    return f"{job.folder}status.json"
+
+
+__all__ = [
+    "DONE",
+    "FAILED",
+    "Job",
+    "JobConflict",
+    "JobNotFound",
+    "JobStatus",
+    "JobsUnavailable",
+    "QUEUED",
+    "RUNNING",
+    "content_digest",
+    "finished_parts",
+    "load",
+    "mark_queued",
+    "read_part",
+    "read_parts",
+    "status",
+    "status_url",
+    "submit",
+    "update_status",
+    "view",
+    "write_part",
+]

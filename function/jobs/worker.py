@@ -1,0 +1,232 @@
+"""Running a job within one invocation: its next segments while they fit, each checkpointed, then the audio.
+
+An invocation (an SQS record, a direct invoke) takes up where the job's finished parts end. It asks the
+engine for as many of the remaining segments as the measured speed says fit before its deadline (less
+room to checkpoint), writes each segment's audio as it arrives, and stops when the next one would not
+fit (function.cosyvoice.budget.OverBudget up front; DeadlineExceeded if one runs over, losing only that
+segment). Once every part is there and the assembly fits, the parts stream through the format's encoder into
+the audio object (function.shared.storage.store_stream: one multipart part in memory at a time). The outcome
+tells the caller what to do with its message:
+
+    DONE       the audio is written now: ack
+    EXISTED    it was written before (a duplicate delivery, a same-content resubmission): ack
+    CONTINUED  progress made and a continuation message sent: ack
+    DEFERRED   nothing could be done before the deadline (or no queue to continue through): hand the
+               message back (batchItemFailures); on the queue's last receive the job is marked failed,
+               retriable, with the reason
+    FAILED     it had failed for good before: ack
+Errors are recorded in the status and raised. A client error (unknown speaker, nothing to speak: a 4xx)
+fails the job for good: the caller acks. Transient ones (S3, SQS, ours) become the status's
+`last_error`: the caller has the record retried, and on its last receive the job is marked failed
+(retriable) with that error.
+
+Duplicate deliveries: parts and audio are write-once and a job's seed is fixed, so two workers on one
+job write identical parts and one audio object; the status is written with If-Match (function.jobs.store).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from enum import StrEnum
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from function.core.deadline import Deadline, DeadlineExceeded
+from function.core.errors import TTSError
+from function.cosyvoice.budget import OverBudget
+from function.jobs import queue, store
+from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
+from function.shared import storage
+from function.shared.audio import iter_encode, media_type, output_rate, to_pcm16, wav_header
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from function.cosyvoice.engine import Engine
+    from function.shared.settings import Settings
+
+CHECKPOINT_SECONDS = 0.5  # after the last segment: its part, the status, a continuation message
+ASSEMBLY_SECONDS = 0.5  # the assembly's fixed cost: a few S3 round trips
+# Per second of audio: reading the parts back and uploading (wav, pcm: the parts are copied), plus the
+# encoding for the other formats (measured here: opus 0.017 s per second of audio with its resampling,
+# mp3 0.007, ogg 0.004, flac 0.0003).
+COPY_SECONDS_PER_AUDIO_SECOND = 0.002
+ENCODE_SECONDS_PER_AUDIO_SECOND = 0.02
+
+
+class PartsMismatch(TTSError):
+    """The engine did not yield one chunk per segment (a segment drew no speech tokens): ours, retried."""
+
+    code = "parts_mismatch"
+    status = 500
+
+
+class Outcome(StrEnum):
+    DONE = "done"
+    EXISTED = "exists"
+    CONTINUED = "continued"
+    DEFERRED = "deferred"
+    FAILED = "failed"
+
+
+def run(
+    job: Job, engine: Engine, settings: Settings, deadline: Deadline | None, last_receive: bool = False
+) -> Outcome:
+    """Work on `job` until it is done or `deadline` (see the module docstring for the outcomes)."""
+    try:
+        return _run(job, engine, settings, deadline, last_receive)
+    except TTSError as exc:
+        if 400 <= exc.status < 500:  # the request itself cannot be served: retrying cannot help
+            store.update_status(job, FAILED, error=_error(exc), retriable=False)
+            raise
+        with contextlib.suppress(TTSError):  # S3 may be what failed: the original error is raised
+            _note(job, _error(exc), last_receive)
+        raise
+    except Exception as exc:
+        with contextlib.suppress(TTSError):
+            _note(job, {"code": "internal_error", "message": type(exc).__name__}, last_receive)
+        raise
+
+
+def _run(
+    job: Job, engine: Engine, settings: Settings, deadline: Deadline | None, last_receive: bool
+) -> Outcome:
+    current = store.status(job)
+    if current is not None and current.final:
+        return Outcome.EXISTED if current.state == DONE else Outcome.FAILED
+    if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
+        _mark_done(job, engine, store.finished_parts(job))
+        return Outcome.EXISTED
+    options = job.options()
+    segments = engine.segments(options.text)
+    sizes = store.finished_parts(job)
+    _progress(job, engine, sizes, len(segments))  # running, with the number of segments known
+    progressed = False
+    while len(sizes) < len(segments):
+        start = len(sizes)
+        work = _before(deadline, CHECKPOINT_SECONDS)
+        picked = range(start, start + _fitting(engine, segments[start:], work))
+        try:
+            # Segments are synthesised whole (options.stream is off): one chunk each, in order.
+            for chunk in engine.stream(options, work, only=picked):
+                pcm = to_pcm16(chunk)
+                store.write_part(job, len(sizes), pcm)
+                sizes.append(len(pcm))
+                progressed = True
+                _progress(job, engine, sizes, len(segments))
+        except (OverBudget, DeadlineExceeded):
+            break
+        if len(sizes) != picked.stop:
+            raise PartsMismatch(
+                f"segments {picked.start}-{picked.stop - 1} gave {len(sizes) - picked.start} chunks, one"
+                " each was expected: the parts would not line up with the segments"
+            )
+    if len(sizes) == len(segments) and _assembly_fits(deadline, job, engine, sizes):
+        _assemble(job, engine, sizes)
+        return Outcome.DONE
+    if progressed and settings.job_queue_url is not None:
+        queue.enqueue(job.id, settings)
+        return Outcome.CONTINUED
+    reason = (
+        f"no time left in this invocation for segment {len(sizes) + 1} of {len(segments)}"
+        if len(sizes) < len(segments)
+        else "no time left in this invocation to assemble the audio"
+    )
+    if not progressed:  # waiting again: queued, or running if earlier invocations made parts
+        _note(job, {"code": "not_started", "message": reason}, last_receive, RUNNING if sizes else QUEUED)
+    return Outcome.DEFERRED
+
+
+def _before(deadline: Deadline | None, seconds: float) -> Deadline | None:
+    return None if deadline is None else replace(deadline, at=deadline.at - seconds)
+
+
+def _fitting(engine: Engine, remaining: list[str], deadline: Deadline | None) -> int:
+    """How many of the `remaining` segments the measured speed says fit before `deadline` (at least
+    one: the engine then refuses it up front when even that one does not)."""
+    if deadline is None:
+        return len(remaining)
+    available, needed, count = deadline.remaining(), 0.0, 0
+    for segment in remaining:
+        seconds = engine.speed.seconds_for([segment], engine.token_rate)
+        if seconds is None:  # nothing measured yet: the deadline stops it
+            return len(remaining)
+        needed += seconds
+        if needed > available:
+            break
+        count += 1
+    return max(count, 1)
+
+
+def _audio_seconds(engine: Engine, sizes: list[int]) -> float:
+    return sum(sizes) / store.PCM_BYTES / engine.sample_rate
+
+
+def _progress(job: Job, engine: Engine, sizes: list[int], total: int) -> None:
+    store.update_status(
+        job,
+        RUNNING,
+        segments_done=len(sizes),
+        segments_total=total,
+        audio_seconds=_audio_seconds(engine, sizes),
+        error=None,
+        retriable=False,
+    )
+
+
+def _assembly_fits(deadline: Deadline | None, job: Job, engine: Engine, sizes: list[int]) -> bool:
+    copied = _copies_parts(job, engine)
+    per_second = COPY_SECONDS_PER_AUDIO_SECOND if copied else ENCODE_SECONDS_PER_AUDIO_SECOND
+    needed = ASSEMBLY_SECONDS + _audio_seconds(engine, sizes) * per_second
+    return deadline is None or deadline.remaining() >= needed
+
+
+def _copies_parts(job: Job, engine: Engine) -> bool:
+    """Whether the audio object is the parts themselves (under a wav header): no encoding."""
+    return job.format in ("wav", "pcm") and output_rate(job.format, engine.sample_rate) == engine.sample_rate
+
+
+def _assemble(job: Job, engine: Engine, sizes: list[int]) -> None:
+    rate = output_rate(job.format, engine.sample_rate)
+    pieces: Iterable[bytes]
+    if _copies_parts(job, engine):
+        # The parts are the file's samples already: copied as they are, under a header with exact sizes.
+        header = [wav_header(rate, sum(sizes))] if job.format == "wav" else []
+        pieces = chain(header, (store.read_part(job, index) for index in range(len(sizes))))
+    else:
+        pieces = iter_encode(store.read_parts(job, len(sizes)), job.format, engine.sample_rate)
+    storage.store_stream(job.bucket, job.key, pieces, job.format, rate, job.id)
+    _mark_done(job, engine, sizes)
+
+
+def _mark_done(job: Job, engine: Engine, sizes: list[int]) -> None:
+    seconds = _audio_seconds(engine, sizes)
+    result = {
+        "bucket": job.bucket,
+        "key": job.key,
+        "format": job.format,
+        "content_type": media_type(job.format),
+        "sample_rate": output_rate(job.format, engine.sample_rate),
+        "duration_seconds": round(seconds, 3),
+    }
+    done = len(sizes)
+    store.update_status(
+        job, DONE, segments_done=done, segments_total=done, audio_seconds=seconds, result=result, error=None
+    )
+
+
+def _error(exc: TTSError) -> dict[str, str]:
+    return {"code": exc.code, "message": exc.message}
+
+
+def _note(job: Job, error: dict[str, Any], last_receive: bool, state: str | None = None) -> None:
+    """Record a transient error (or a deferral) where the caller can read it; on the queue's last
+    receive, as the job's failure (retriable: a message redriven from the dead-letter queue resumes)."""
+    if last_receive:
+        store.update_status(job, FAILED, error=error, retriable=True)
+    else:
+        store.update_status(job, state, error=error)
+
+
+__all__ = ["Outcome", "PartsMismatch", "run"]

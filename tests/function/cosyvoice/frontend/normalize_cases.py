@@ -1,0 +1,287 @@
+"""Everyday sentences and how a native listener expects them read, per category, for the text normaliser.
+
+Each case is (category, text, readings): the readings are every spoken form a listener accepts, joined by
+"|". The expected readings were written before either normaliser was run on the sentences. TABLE is the
+development table (the rules were written against it); HELD_OUT was written at the same time and only
+measured, never tuned on.
+
+Outputs are compared as heard: case, hyphens, commas and blanks between words do not change the speech.
+
+    python -m tests.function.cosyvoice.frontend.normalize_cases   # per category, wetext alone vs ours
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable
+
+Case = tuple[str, str, str]
+
+TABLE: list[Case] = [
+    # --- phone numbers ---
+    ("phones", "请拨打400-820-8820咨询。", "请拨打四零零八二零八八二零咨询。"),
+    (
+        "phones",
+        "我的电话是010-62345678。",
+        "我的电话是零一零六二三四五六七八。|我的电话是零幺零六二三四五六七八。",
+    ),
+    ("phones", "手机13800138000", "手机一三八零零一三八零零零|手机幺三八零零幺三八零零零"),
+    ("phones", "遇到危险请拨110。", "遇到危险请拨幺幺零。"),
+    ("phones", "Call 555-123-4567 now.", "Call five five five, one two three, four five six seven now."),
+    ("phones", "Dial 911 for help.", "Dial nine one one for help."),
+    # --- units ---
+    ("units", "这袋米重5kg。", "这袋米重五千克。|这袋米重五公斤。"),
+    ("units", "限速30km/h。", "限速三十公里每小时。|限速每小时三十公里。|限速三十千米每小时。"),
+    ("units", "房子面积89m²。", "房子面积八十九平方米。"),
+    ("units", "每天喝500ml牛奶", "每天喝五百毫升牛奶"),
+    ("units", "It weighs 5kg.", "It weighs five kilograms."),
+    ("units", "Drive at 60 mph.", "Drive at sixty miles per hour."),
+    ("units", "He drove at sixty mph.", "He drove at sixty miles per hour."),
+    ("units", "The lake is 30 km away.", "The lake is thirty kilometers away."),
+    ("units", "The peak is 1500 m high.", "The peak is one thousand five hundred meters high."),
+    ("units", "It holds 1200 kg.", "It holds one thousand two hundred kilograms."),
+    # --- 两 ---
+    ("liang", "家里有2只猫。", "家里有两只猫。"),
+    ("liang", "我买了2个苹果和12个梨。", "我买了两个苹果和十二个梨。"),
+    ("liang", "两千块钱不多。", "两千块钱不多。"),
+    ("liang", "来了2000人。", "来了两千人。"),
+    ("liang", "他得了第2名。", "他得了第二名。"),
+    ("liang", "等了2个小时", "等了两个小时"),
+    ("liang", "买了2台电脑", "买了两台电脑"),
+    ("liang", "2点钟见", "两点钟见"),
+    ("liang", "第2个人是谁", "第二个人是谁"),
+    # --- ranges ---
+    ("ranges", "2020-2023年的数据", "二零二零到二零二三年的数据"),
+    ("ranges", "请阅读第3-5章。", "请阅读第三到五章。"),
+    ("ranges", "需要3-5天。", "需要三到五天。"),
+    ("ranges", "Read pages 3-5.", "Read pages three to five."),
+    ("ranges", "We need 10-20 people.", "We need ten to twenty people."),
+    # --- dates ---
+    ("dates", "今天是2024年3月5日。", "今天是二零二四年三月五日。"),
+    ("dates", "会议定在2024-03-05。", "会议定在二零二四年三月五日。"),
+    ("dates", "他生于1905年。", "他生于一九零五年。"),
+    (
+        "dates",
+        "It opened on March 5, 2024.",
+        "It opened on March fifth, twenty twenty-four.|It opened on the fifth of March, twenty twenty-four.",
+    ),
+    ("dates", "He was born in 1905.", "He was born in nineteen oh five."),
+    ("dates", "The 1990s were fun.", "The nineteen nineties were fun."),
+    ("dates", "See you on Jan. 5.", "See you on January fifth.|See you on the fifth of January."),
+    # --- times ---
+    ("times", "明天9:00 AM开会。", "明天上午九点开会。"),
+    ("times", "最后比分98:95。", "最后比分九十八比九十五。"),
+    ("times", "14:05出发", "十四点零五分出发"),
+    ("times", "At 3:45 p.m. we left.", "At three forty-five PM we left."),
+    ("times", "Meet me at 9:00 AM.", "Meet me at nine AM.|Meet me at nine o'clock AM."),
+    ("times", "I woke up at 7 a.m. today.", "I woke up at seven AM today."),
+    ("times", "The show starts at 10:30 pm.", "The show starts at ten thirty PM."),
+    # --- money ---
+    ("money", "门票¥120。", "门票一百二十元。"),
+    ("money", "这本书$3.99。", "这本书三点九九美元。"),
+    ("money", "共1,234,567元", "共一百二十三万四千五百六十七元"),
+    (
+        "money",
+        "It costs $3.99.",
+        "It costs three dollars and ninety-nine cents.|It costs three ninety-nine.",
+    ),
+    (
+        "money",
+        "The car was $1,200.",
+        "The car was one thousand, two hundred dollars.|The car was one thousand two hundred dollars."
+        "|The car was twelve hundred dollars.",
+    ),
+    ("money", "They raised $5 million.", "They raised five million dollars."),
+    ("money", "I paid £20.", "I paid twenty pounds."),
+    # --- abbreviations ---
+    ("abbreviations", "Dr. Smith is here.", "Doctor Smith is here."),
+    ("abbreviations", "Mr. and Mrs. Brown came.", "Mister and Missus Brown came."),
+    ("abbreviations", "Ask Prof. Lee.", "Ask Professor Lee."),
+    ("abbreviations", "We flew to St. Louis.", "We flew to Saint Louis."),
+    (
+        "abbreviations",
+        "Buy apples, pears, etc.",
+        "Buy apples, pears, et cetera.|Buy apples, pears, etcetera.",
+    ),
+    ("abbreviations", "It is red vs. blue.", "It is red versus blue."),
+    ("abbreviations", "He works at Acme Inc.", "He works at Acme Incorporated."),
+    ("abbreviations", "He was No. 1.", "He was number one."),
+    ("abbreviations", "No.1选手", "第一选手"),
+    # --- e-mail and URLs ---
+    ("web", "Email abc@example.com today.", "Email abc at example dot com today."),
+    ("web", "邮箱是abc@example.com", "邮箱是abc at example dot com|邮箱是abc艾特example点com"),
+    ("web", "Visit www.example.com.", "Visit w w w dot example dot com.|Visit WWW dot example dot com."),
+    # --- mixed zh-en and codes ---
+    ("mixed", "COVID-19疫情", "COVID十九疫情"),
+    ("mixed", "我用iPhone 15拍的", "我用iPhone十五拍的|我用iPhone 十五拍的"),
+    ("mixed", "The COVID-19 crisis", "The COVID nineteen crisis"),
+    (
+        "mixed",
+        "I read 1234 books.",
+        "I read one thousand, two hundred and thirty-four books."
+        "|I read one thousand two hundred thirty-four books.",
+    ),
+    ("mixed", "I have 2 cats.", "I have two cats."),
+]
+
+HELD_OUT: list[Case] = [
+    # --- phone numbers ---
+    ("phones", "客服热线400-600-1234", "客服热线四零零六零零一二三四|客服热线四零零六零零幺二三四"),
+    ("phones", "火警电话是119。", "火警电话是幺幺九。"),
+    ("phones", "请致电021-55558888。", "请致电零二一五五五五八八八八。|请致电零二幺五五五五八八八八。"),
+    (
+        "phones",
+        "Call me at 555-987-6543.",
+        "Call me at five five five, nine eight seven, six five four three.",
+    ),
+    (
+        "phones",
+        "Call 800-555-0199 today.",
+        "Call eight hundred, five five five, zero one nine nine today."
+        "|Call eight zero zero, five five five, zero one nine nine today.",
+    ),
+    # --- units ---
+    ("units", "他身高180cm。", "他身高一百八十厘米。|他身高一百八十公分。"),
+    ("units", "买了2kg苹果", "买了两千克苹果|买了两公斤苹果"),
+    ("units", "距离还有15km。", "距离还有十五公里。|距离还有十五千米。"),
+    ("units", "这瓶水330ml", "这瓶水三百三十毫升"),
+    ("units", "The box weighs 12 kg.", "The box weighs twelve kilograms."),
+    (
+        "units",
+        "Add 250 ml of water.",
+        "Add two hundred fifty milliliters of water.|Add two hundred and fifty milliliters of water.",
+    ),
+    (
+        "units",
+        "It runs at 120 km/h.",
+        "It runs at one hundred twenty kilometers per hour."
+        "|It runs at one hundred and twenty kilometers per hour.",
+    ),
+    # --- 两 ---
+    ("liang", "我有2本书。", "我有两本书。"),
+    ("liang", "桌上有2杯茶", "桌上有两杯茶"),
+    ("liang", "他跑了2公里。", "他跑了两公里。"),
+    ("liang", "共有22个人", "共有二十二个人"),
+    ("liang", "第2天就到了。", "第二天就到了。"),
+    # --- ranges ---
+    ("ranges", "2019-2021年间", "二零一九到二零二一年间"),
+    ("ranges", "每天工作8-10小时", "每天工作八到十小时|每天工作八到十个小时"),
+    ("ranges", "适合5-12岁的孩子", "适合五到十二岁的孩子"),
+    ("ranges", "Children aged 5-12 are welcome.", "Children aged five to twelve are welcome."),
+    ("ranges", "It takes 2-3 days.", "It takes two to three days."),
+    # --- dates ---
+    ("dates", "2023年12月25日是圣诞节。", "二零二三年十二月二十五日是圣诞节。"),
+    ("dates", "截止日期2025-01-15", "截止日期二零二五年一月十五日"),
+    ("dates", "他1998年毕业。", "他一九九八年毕业。"),
+    (
+        "dates",
+        "The meeting is on June 12, 2023.",
+        "The meeting is on June twelfth, twenty twenty-three.|The meeting is on the twelfth of June,"
+        " twenty twenty-three.",
+    ),
+    ("dates", "She moved here in 1987.", "She moved here in nineteen eighty-seven."),
+    ("dates", "It ended in 1906.", "It ended in nineteen oh six."),
+    # --- times ---
+    ("times", "早上8:30到公司", "早上八点三十分到公司|早上八点半到公司"),
+    ("times", "双方战成3:2。", "双方战成三比二。"),
+    ("times", "晚上10:00 PM睡觉", "晚上十点睡觉"),
+    ("times", "The train leaves at 6:45 pm.", "The train leaves at six forty-five PM."),
+    ("times", "Wake me at 6 a.m. please.", "Wake me at six AM please."),
+    # --- money ---
+    ("money", "一杯咖啡¥35", "一杯咖啡三十五元"),
+    ("money", "月薪$5,000", "月薪五千美元"),
+    (
+        "money",
+        "It is only $9.99.",
+        "It is only nine dollars and ninety-nine cents.|It is only nine ninety-nine.",
+    ),
+    ("money", "Tickets cost $25.", "Tickets cost twenty-five dollars."),
+    ("money", "He owes me $2.50.", "He owes me two dollars and fifty cents.|He owes me two fifty."),
+    # --- abbreviations ---
+    ("abbreviations", "Mrs. Green is our teacher.", "Missus Green is our teacher."),
+    ("abbreviations", "Dr. Jones called Mr. White.", "Doctor Jones called Mister White."),
+    ("abbreviations", "Prof. Chen teaches math.", "Professor Chen teaches math."),
+    (
+        "abbreviations",
+        "Bring pens, paper, etc.",
+        "Bring pens, paper, et cetera.|Bring pens, paper, etcetera.",
+    ),
+    ("abbreviations", "It was Lakers vs. Celtics.", "It was Lakers versus Celtics."),
+    # --- e-mail and URLs ---
+    ("web", "Write to info@company.org.", "Write to info at company dot org."),
+    ("web", "联系邮箱help@test.com", "联系邮箱help at test dot com|联系邮箱help艾特test点com"),
+    # --- mixed zh-en and codes ---
+    ("mixed", "新冠COVID-19的影响", "新冠COVID十九的影响"),
+    ("mixed", "我买了iPhone 14", "我买了iPhone十四|我买了iPhone 十四"),
+    (
+        "mixed",
+        "We sold 2500 copies.",
+        "We sold two thousand, five hundred copies."
+        "|We sold two thousand five hundred copies.|We sold twenty-five hundred copies.",
+    ),
+    (
+        "mixed",
+        "There were 1500 people.",
+        "There were one thousand, five hundred people."
+        "|There were one thousand five hundred people.|There were fifteen hundred people.",
+    ),
+    ("mixed", "I bought 3 apples.", "I bought three apples."),
+]
+
+CATEGORIES = (
+    "phones",
+    "units",
+    "liang",
+    "ranges",
+    "dates",
+    "times",
+    "money",
+    "abbreviations",
+    "web",
+    "mixed",
+)
+
+
+def heard(text: str) -> str:
+    """What a listener tells apart: not case, hyphens, commas or blanks."""
+    return re.sub(r"[\s,，\-]+", " ", text.casefold()).strip()
+
+
+def is_read_right(output: str, readings: str) -> bool:
+    return heard(output) in {heard(reading) for reading in readings.split("|")}
+
+
+def score(cases: list[Case], normalise: Callable[[str], str]) -> dict[str, tuple[int, int]]:
+    """(right, total) per category."""
+    results: dict[str, tuple[int, int]] = defaultdict(lambda: (0, 0))
+    for category, text, readings in cases:
+        right, total = results[category]
+        results[category] = (right + is_read_right(normalise(text), readings), total + 1)
+    return dict(results)
+
+
+def _wetext_alone() -> Callable[[str], str]:
+    import wetext
+
+    zh, en = wetext.Normalizer(lang="zh"), wetext.Normalizer(lang="en")
+    return lambda text: (zh if re.search(r"[\u4e00-\u9fff]", text) else en).normalize(text)
+
+
+def _report() -> None:
+    from function.cosyvoice.frontend import normalize_text
+
+    sides = {"wetext alone": _wetext_alone(), "ours": normalize_text}
+    for name, cases in (("table", TABLE), ("held-out", HELD_OUT)):
+        results = {side: score(cases, fn) for side, fn in sides.items()}
+        print(f"\n{name}: {len(cases)} sentences")
+        print(f"{'category':<15}" + "".join(f"{side:>16}" for side in sides))
+        for category in CATEGORIES:
+            row = [results[side].get(category, (0, 0)) for side in sides]
+            print(f"{category:<15}" + "".join(f"{r:>12}/{t:<3}" for r, t in row))
+        totals = [sum(r for r, _ in results[side].values()) for side in sides]
+        print(f"{'all':<15}" + "".join(f"{t / len(cases):>15.1%} " for t in totals))
+
+
+if __name__ == "__main__":
+    _report()

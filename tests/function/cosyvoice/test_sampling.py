@@ -1,0 +1,218 @@
+"""Sampling rules and the LLM's decode loop, without torch (fake graphs stand in for onnxruntime)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from function.cosyvoice.llm import CACHE_BLOCK, LLM, DecoderCache, decode_threads
+from function.cosyvoice.params import LLMParams
+from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
+
+PARAMS = LLMParams(speech_token_size=8, top_p=0.8, top_k=3, win_size=4, tau_r=0.25)
+EOS = PARAMS.speech_token_size
+
+
+class Draws:
+    """Stands in for np.random.Generator with fixed uniforms."""
+
+    def __init__(self, *values: float) -> None:
+        self.values = list(values)
+
+    def random(self) -> float:
+        return self.values.pop(0)
+
+
+def logp_of(probs: list[float]) -> np.ndarray:
+    return np.log(np.asarray(probs, dtype=np.float32))
+
+
+def test_nucleus_keeps_tokens_while_mass_before_is_below_top_p() -> None:
+    probs = np.array([0.05, 0.5, 0.25, 0.1, 0.1], dtype=np.float32)
+    ids, weights = nucleus(probs, top_p=0.8, top_k=25)
+    # mass before: 0, .5, .75 (< .8: kept), .85 (stop)
+    assert ids.tolist() == [1, 2, 3]
+    np.testing.assert_allclose(weights, [0.5, 0.25, 0.1])
+
+
+def test_nucleus_is_capped_at_top_k_and_breaks_ties_by_index() -> None:
+    probs = np.full(10, 0.1, dtype=np.float32)
+    ids, _ = nucleus(probs, top_p=0.99, top_k=3)
+    assert ids.tolist() == [0, 1, 2]
+
+
+def test_draw_is_the_inverse_cdf() -> None:
+    weights = np.array([0.5, 0.25, 0.25])
+    assert [draw(weights, u) for u in (0.0, 0.49, 0.5, 0.74, 0.75, 0.999)] == [0, 0, 1, 1, 2, 2]
+
+
+def test_repeated_token_is_redrawn_from_the_full_distribution() -> None:
+    logp = logp_of([0.85, 0.05, 0.04, 0.03, 0.01, 0.01, 0.005, 0.004, 0.001])
+    # The nucleus holds token 0 alone; it occurs in the window, so the second uniform picks from all tokens.
+    assert ras_sample(logp, [5, 0], Draws(0.3, 0.992), PARAMS) == 6  # cumulative .99 → .995
+    assert ras_sample(logp, [5, 1], Draws(0.3, 0.992), PARAMS) == 0  # not repeated: kept
+    assert ras_sample(logp, [0, 5, 5, 5, 5], Draws(0.3), PARAMS) == 0  # 0 left the window of 4
+
+
+def test_eos_is_rejected_until_allowed() -> None:
+    logp = logp_of([0.3, 0.02, 0.02, 0.02, 0.01, 0.01, 0.01, 0.01, 0.6])
+    # Nucleus {EOS: .6, 0: .3}: draws below 2/3 pick EOS.
+    assert sample_next(logp, [], Draws(0.5, 0.1, 0.9), PARAMS, allow_eos=False) == 0  # type: ignore[arg-type]
+    assert sample_next(logp, [], Draws(0.5), PARAMS, allow_eos=True) == EOS  # type: ignore[arg-type]
+
+
+def test_certain_eos_falls_back_to_the_best_speech_token() -> None:
+    logp = np.full(EOS + 1, -np.inf, dtype=np.float32)
+    logp[EOS], logp[3] = 0.0, -30.0
+    draws = Draws(*([0.5] * (2 * MAX_TRIALS)), 0.5)
+    assert sample_next(logp, [], draws, PARAMS, allow_eos=False) == 3  # type: ignore[arg-type]
+
+
+def test_seeded_sampling_is_reproducible() -> None:
+    logp = np.log(softmax(np.random.default_rng(1).standard_normal(EOS + 1).astype(np.float32)))
+
+    def run(seed: int) -> list[int]:
+        rng, decoded = np.random.default_rng(seed), []
+        for _ in range(30):
+            decoded.append(sample_next(logp, decoded, rng, PARAMS, allow_eos=False))
+        return decoded
+
+    assert run(5) == run(5)
+    assert run(5) != run(6)
+
+
+LAYERS, HEADS, HEAD_DIM = 2, 2, 4
+
+
+class FakePrefill:
+    def __init__(self, logp: np.ndarray) -> None:
+        self.logp = logp
+        self.calls: list[dict] = []
+
+    def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        self.calls.append(inputs)
+        length = inputs["text_tokens"].shape[1] + inputs["speaker_embedding"].shape[0] + 2
+        length += inputs["prompt_speech_tokens"].shape[1]
+        return {"logp": self.logp[None], "cache": np.zeros((LAYERS, 3, HEADS, length, HEAD_DIM), np.float32)}
+
+
+class FakeDecode:
+    """EOS is the most likely token from the start; other tokens share the rest."""
+
+    def __init__(self, logp: np.ndarray) -> None:
+        self.logp = logp
+        self.past_lens: list[int] = []
+
+    def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        self.past_lens.append(int(inputs["past_len"]))
+        assert inputs["past_key_0"].flags.c_contiguous
+        return {"logp": self.logp[None], "new_rows": np.ones((LAYERS, 2, HEADS, 1, HEAD_DIM), np.float32)}
+
+
+class FakePositions:
+    def run(self, distances: np.ndarray) -> dict[str, np.ndarray]:
+        return {"rows": np.zeros((LAYERS, HEADS, distances.size, HEAD_DIM), np.float32)}
+
+
+def fake_llm(eos_prob: float) -> tuple[LLM, FakePrefill, FakeDecode]:
+    probs = np.full(EOS + 1, (1 - eos_prob) / EOS, dtype=np.float32)
+    probs[EOS] = eos_prob
+    with np.errstate(divide="ignore"):
+        logp = np.log(probs)
+    prefill, decode = FakePrefill(logp), FakeDecode(logp)
+    return LLM(prefill, decode, FakePositions(), PARAMS), prefill, decode  # type: ignore[arg-type]
+
+
+def generate(llm: LLM, text_len: int, prompt_text_len: int = 0, seed: int = 0) -> list[int]:
+    return list(
+        llm.generate(
+            np.arange(text_len),
+            np.arange(prompt_text_len),
+            np.ones((1, 192), np.float32),
+            np.zeros((1, 0), np.int64),
+            np.random.default_rng(seed),
+        )
+    )
+
+
+def test_generation_stops_at_eos_only_after_twice_the_text() -> None:
+    llm, prefill, decode = fake_llm(eos_prob=0.95)
+    for seed in range(5):
+        tokens = generate(llm, text_len=3, prompt_text_len=4, seed=seed)
+        assert len(tokens) == 6  # min 2 per text token (prompt text not counted), then EOS wins
+        assert EOS not in tokens
+    assert prefill.calls[0]["text_tokens"].shape == (1, 7)
+    prefix = 1 + 7 + 1 + 1  # sos, speaker, text, task id
+    assert decode.past_lens[:5] == list(range(prefix, prefix + 5))
+
+
+def test_generation_is_capped_at_twenty_per_text_token() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.0)
+    assert len(generate(llm, text_len=2)) == 40
+
+
+def test_first_token_is_never_eos() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.9999)
+    params = LLMParams(speech_token_size=EOS, min_token_text_ratio=0.0)
+    llm.params = params
+    assert len(generate(llm, text_len=1)) == 1
+
+
+class DistancePositions:
+    """Position rows that hold their own distance, and a record of the distances asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def __call__(self, distances: np.ndarray) -> np.ndarray:
+        self.asked.append(distances.tolist())
+        rows = np.broadcast_to(distances[None, None, :, None], (LAYERS, HEADS, distances.size, HEAD_DIM))
+        return rows.astype(np.float32)
+
+
+def test_decoder_cache_appends_rows_and_grows() -> None:
+    prefill = np.arange(LAYERS * 3 * HEADS * 5 * HEAD_DIM, dtype=np.float32).reshape(
+        LAYERS, 3, HEADS, 5, HEAD_DIM
+    )
+    positions = DistancePositions()
+    cache = DecoderCache(prefill, positions)
+    assert cache.capacity == CACHE_BLOCK
+    assert positions.asked == [list(range(5, CACHE_BLOCK))]  # the prefix's own rows came with prefill
+    for step in range(CACHE_BLOCK):
+        cache.append(np.full((LAYERS, 2, HEADS, 1, HEAD_DIM), step, np.float32))
+        assert cache.capacity > cache.length  # the next step finds its position rows
+    assert cache.length == 5 + CACHE_BLOCK and cache.capacity == 2 * CACHE_BLOCK
+    assert positions.asked[1:] == [list(range(CACHE_BLOCK, 2 * CACHE_BLOCK))]  # one block, when it was added
+    feeds = cache.feeds()
+    assert int(feeds["past_len"]) == cache.length
+    np.testing.assert_array_equal(feeds["past_value_1"][:, :5], prefill[1, 1])
+    np.testing.assert_array_equal(feeds["past_pos_0"][:, :5], prefill[0, 2])
+    assert (feeds["past_key_0"][:, 5 + 7] == 7).all() and (feeds["past_key_0"][:, cache.length :] == 0).all()
+    assert (feeds["past_pos_1"][:, 5 + 7] == 5 + 7).all()
+    assert (feeds["past_pos_1"][:, -1] == cache.capacity - 1).all()
+    assert all(value.flags.c_contiguous for value in feeds.values())
+
+
+@pytest.mark.parametrize("shape", [(192,), (1, 192), (0, 192)])
+def test_speaker_embedding_shapes(shape: tuple[int, ...]) -> None:
+    llm, prefill, _ = fake_llm(eos_prob=0.5)
+    list(
+        llm.generate(
+            np.arange(2),
+            np.zeros(0, np.int64),
+            np.ones(shape, np.float32),
+            np.zeros(0, np.int64),
+            np.random.default_rng(0),
+        )
+    )
+    assert prefill.calls[0]["speaker_embedding"].shape == (shape[0] if len(shape) == 2 else 1, 192)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "quantization", "threads"),
+    [(1, "fp32", 1), (1, "int8", 1), (2, "int8", 1), (2, "int4", 1), (2, "fp32", 2), (6, "int8", 2)],
+)
+def test_decode_threads_leave_a_core_to_the_overlapping_stages_where_that_pays(
+    cpus: int, quantization: str, threads: int
+) -> None:
+    assert decode_threads(cpus, quantization) == threads

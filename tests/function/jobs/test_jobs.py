@@ -1,0 +1,362 @@
+"""Jobs across invocations: POST /v1/jobs → SQS → the worker, checkpointing segment by segment, on the real
+engine (tiny artifact) under the real runtime client, with S3 and SQS on moto_server.
+
+GIVEN a function whose invocations are cut short (the local Runtime API's deadline), and the messages
+moto's queue really holds
+WHEN a long text is submitted, or batches of raw jobs arrive
+THEN the job continues through messages it sends itself until its audio is what one run would have made;
+records that cannot start go back in batchItemFailures; ids are bound to their content; failures say why.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import soundfile
+
+from function.core.deadline import REPLY_MARGIN_SECONDS
+from function.cosyvoice.budget import expected_speech_seconds
+from function.cosyvoice.contract import MANIFEST_FILE
+from function.jobs.worker import CHECKPOINT_SECONDS
+from function.local.invoke import LocalLambda
+from function.shared.aws_clients import reset_clients
+from function.shared.storage import PART_BYTES, store_stream
+from tests.function.support import EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
+
+# One sentence of 60-80 text tokens is one segment (the splitter packs sentences up to 80): LONG_TEXT is
+# seven segments that the engine expects to take equally long.
+SENTENCE = (
+    "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
+    " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
+    " in the whole town expects that today will be any different from the long and gentle day before it."
+)
+LONG_TEXT = " ".join([SENTENCE] * 7)
+SEED = 12
+
+
+def http_event(method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    event = json.loads((EVENTS / "http-api-speakers.json").read_text())
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["http"]["method"] = method
+    if body is not None:
+        event["body"] = json.dumps(body, ensure_ascii=False)
+    return event
+
+
+def call(runtime: LocalLambda, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """(status, JSON body) of an HTTP API request to the function."""
+    reply = runtime.invoke(http_event(method, path, body)).json()
+    return reply["statusCode"], json.loads(reply["body"])
+
+
+def job_view(runtime: LocalLambda, job_id: str) -> dict[str, Any]:
+    status, view = call(runtime, "GET", f"/v1/jobs/{job_id}")
+    assert status == 200, view
+    return view
+
+
+def received(sqs: Any, queue: str) -> list[dict[str, Any]]:
+    """The messages now visible on the queue, as Lambda's poller would put them in an SQS event."""
+    response = sqs.receive_message(
+        QueueUrl=queue, MaxNumberOfMessages=2, WaitTimeSeconds=2, AttributeNames=["All"]
+    )
+    return response.get("Messages", [])
+
+
+def as_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:jobs",
+                "awsRegion": "us-east-1",
+            }
+            for message in messages
+        ]
+    }
+
+
+def poll_once(runtime: LocalLambda, sqs: Any, queue: str) -> dict[str, Any] | None:
+    """What Lambda's SQS poller does: one batch in, acked records deleted, failed ones left to reappear."""
+    messages = received(sqs, queue)
+    if not messages:
+        return None
+    reply = runtime.invoke(as_event(messages)).json()
+    handed_back = {failure["itemIdentifier"] for failure in reply["batchItemFailures"]}
+    for message in messages:
+        if message["MessageId"] not in handed_back:
+            sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+    return reply
+
+
+@pytest.fixture
+def jobs_env(bucket: str, queue: str, s3_env: dict[str, str]) -> dict[str, str]:
+    return dict(
+        COSYVOICE_OUTPUT_BUCKET=bucket,
+        COSYVOICE_JOB_QUEUE_URL=queue,
+        COSYVOICE_MAX_TEXT_CHARS="3000",  # the one-run reference of LONG_TEXT is a direct invoke
+        COSYVOICE_MAX_RESPONSE_BYTES=str(64 * 1024 * 1024),  # and comes back whole
+        **s3_env,
+    )
+
+
+@pytest.fixture
+def jobs_lambda(artifact_location: str, jobs_env: dict[str, str]) -> Iterator[LocalLambda]:
+    with local_lambda(artifact_location, **jobs_env) as runtime:
+        runtime.wait_init()
+        # A first synthesis: the normaliser is loaded and the speed meter has a real figure.
+        assert "audio" in runtime.invoke({"text": "Warm up.", "speaker": SPEAKER, "format": "pcm"}).json()
+        yield runtime
+
+
+@pytest.mark.engine
+def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
+    tiny_artifact: Path, jobs_env: dict[str, str], sqs: Any, queue: str
+) -> None:
+    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
+    # No warm-up: the speed meter's first figure is the one-run reference's, which this test measures too.
+    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+        runtime.wait_init()
+        one_run = runtime.invoke({"text": LONG_TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED})
+        reference = base64.b64decode(one_run.json()["audio"])
+        per_token = one_run.seconds / ((len(reference) - 44) / 2 / 22050 * token_rate)
+        segment = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
+        # Each invocation has room for one segment and a half by that measure (and a second for its S3
+        # and SQS calls besides): seven would not fit.
+        short = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + 1.0 + 1.5 * segment
+
+        status, accepted = call(
+            runtime, "POST", "/v1/jobs", {"text": LONG_TEXT, "speaker": SPEAKER, "seed": SEED}
+        )
+        assert status == 202, accepted
+        job_id = accepted["id"]
+        assert accepted == {"id": job_id, "status": "queued", "status_url": f"/v1/jobs/{job_id}"}
+        seen = [job_view(runtime, job_id)]
+        runtime.api.deadline_seconds = short
+        invocations = 0
+        while seen[-1]["status"] != "done":
+            assert invocations < 30 and seen[-1]["status"] in ("queued", "running"), seen[-1]
+            if poll_once(runtime, sqs, queue) is not None:
+                invocations += 1
+            seen.append(job_view(runtime, job_id))
+        runtime.api.deadline_seconds = 900.0
+        outcomes = [record["status"] for record in batch_records(runtime, invocations)]
+        done = seen[-1]
+        audio = httpx.get(done["url"]).content
+
+    assert seen[0]["status"] == "queued"
+    running = [view["progress"] for view in seen if view["status"] == "running"]
+    assert running and all(0 < p["segments_done"] < p["segments_total"] == 7 for p in running)
+    assert all(p["audio_seconds"] > 0 for p in running)
+    # Each invocation but the last sent the next message itself (a deferral would be the queue's retry).
+    assert outcomes[-1] == "done" and "continued" in outcomes
+    assert set(outcomes[:-1]) <= {"continued", "deferred"}, outcomes
+    assert done["key"] == f"tts/{job_id}.wav" and done["format"] == "wav" and done["sample_rate"] == 22050
+    assert done["progress"]["segments_done"] == 7 and done["seed"] == SEED
+    # The checkpoints lost nothing: the job's audio is the one run's, sample for sample.
+    assert audio == reference
+    assert done["duration_seconds"] == pytest.approx((len(audio) - 44) / 2 / 22050, abs=1e-3)
+
+
+@pytest.mark.engine
+def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_finishes(
+    tiny_artifact: Path, jobs_env: dict[str, str]
+) -> None:
+    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
+    long = {"id": "long", "text": SENTENCE, "speaker": SPEAKER}
+    short = {"id": "short", "text": "Hi there.", "speaker": SPEAKER, "format": "ogg"}  # parts re-encoded
+    # No warm-up: the speed meter's first figure is this reference run's, which the test measures too.
+    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+        runtime.wait_init()
+        one_run = runtime.invoke({"text": SENTENCE, "speaker": SPEAKER, "format": "pcm", "seed": SEED})
+        samples = len(base64.b64decode(one_run.json()["audio"])) / 2
+        per_token = one_run.seconds / (samples / 22050 * token_rate)
+        need = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
+        # The reply's margin comes off the invocation, then each record has its share less a checkpoint's.
+        # The long record comes first and gets half: room for half of its one segment; the short one then
+        # has the rest, a whole segment's time more than it needs.
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + 2 * (CHECKPOINT_SECONDS + need / 2)
+        reply = runtime.invoke(sqs_event(long, short)).json()
+        assert reply == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+        finished = job_view(runtime, "short")
+        assert finished["status"] == "done" and finished["key"] == "tts/short.ogg"
+        audio, rate = soundfile.read(io.BytesIO(httpx.get(finished["url"]).content))
+        assert rate == finished["sample_rate"]
+        assert audio.size / rate == pytest.approx(finished["duration_seconds"], abs=0.05)
+        waiting = job_view(runtime, "long")
+        assert waiting["status"] == "queued" and waiting["last_error"]["code"] == "not_started"
+
+        # The queue's last receive: the job says it failed and why, and that a redrive would resume it.
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + need / 2
+        last = sqs_event(long)
+        last["Records"][0]["attributes"] = {"ApproximateReceiveCount": "5"}
+        assert runtime.invoke(last).json() == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
+        failed = job_view(runtime, "long")
+    assert failed["status"] == "failed" and failed["retriable"] is True
+    assert failed["error"]["code"] == "not_started" and "segment 1 of 1" in failed["error"]["message"]
+
+
+@pytest.mark.engine
+def test_an_id_is_bound_to_its_content(
+    jobs_lambda: LocalLambda, sqs: Any, queue: str, s3: Any, bucket: str
+) -> None:
+    body = {"id": "reused", "text": "Same words.", "speaker": SPEAKER}
+    assert call(jobs_lambda, "POST", "/v1/jobs", body) == (
+        202,
+        {"id": "reused", "status": "queued", "status_url": "/v1/jobs/reused"},
+    )
+    again, existing = call(
+        jobs_lambda, "POST", "/v1/jobs", {**body, "format": "wav"}
+    )  # the default, spelt out
+    assert (again, existing["id"], existing["status"]) == (200, "reused", "queued")
+    assert isinstance(job_view(jobs_lambda, "reused")["seed"], int)  # chosen at submission, kept
+    conflict, error = call(jobs_lambda, "POST", "/v1/jobs", {**body, "text": "Other words."})
+    assert conflict == 409 and error["error"]["code"] == "job_conflict"
+    messages = received(sqs, queue)
+    assert [json.loads(m["Body"]) for m in messages] == [{"job": "reused"}]  # queued once
+
+    raw = {"id": "raw", "text": "Queued words.", "speaker": SPEAKER}
+    assert jobs_lambda.invoke(sqs_event(raw)).json() == {"batchItemFailures": []}
+    etag = s3.head_object(Bucket=bucket, Key="tts/raw.wav")["ETag"]
+    assert jobs_lambda.invoke(sqs_event(raw)).json() == {"batchItemFailures": []}  # redelivered
+    other = sqs_event({**raw, "text": "Different words."}, {**raw, "format": "mp3"})
+    assert jobs_lambda.invoke(other).json() == {"batchItemFailures": []}  # refused for good, not retried
+    records = batch_records(jobs_lambda, expected=4)
+    assert [r["status"] for r in records] == ["done", "exists", "failed", "failed"]
+    assert [r.get("code") for r in records[2:]] == ["job_conflict", "job_conflict"]
+    assert "other content" in records[2]["message"]
+    assert s3.head_object(Bucket=bucket, Key="tts/raw.wav")["ETag"] == etag
+    assert "tts/raw.mp3" not in {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+
+
+@pytest.mark.engine
+def test_a_client_error_fails_the_job_for_good_and_says_why(
+    jobs_lambda: LocalLambda, s3: Any, bucket: str
+) -> None:
+    status, error = call(jobs_lambda, "POST", "/v1/jobs", {"text": "Hi.", "speaker": "nobody"})
+    assert status == 400 and error["error"]["code"] == "unknown_speaker"  # refused before it is queued
+    status, error = call(jobs_lambda, "POST", "/v1/jobs", {"text": "x" * 100_001, "speaker": SPEAKER})
+    assert status == 413 and error["error"]["code"] == "text_too_long"
+
+    # A raw message cannot be refused up front: its job fails, acked (retrying cannot help), with the reason.
+    raw = {"id": "nobody-speaks", "text": "Hi.", "speaker": "nobody"}
+    assert jobs_lambda.invoke(sqs_event(raw)).json() == {"batchItemFailures": []}
+    view = job_view(jobs_lambda, "nobody-speaks")
+    assert view["status"] == "failed" and "retriable" not in view
+    assert view["error"]["code"] == "unknown_speaker" and "'nobody'" in view["error"]["message"]
+    stored = json.loads(s3.get_object(Bucket=bucket, Key="tts/jobs/nobody-speaks/status.json")["Body"].read())
+    assert stored["error"] == view["error"]
+    assert jobs_lambda.invoke(sqs_event(raw)).json() == {"batchItemFailures": []}  # a duplicate: still failed
+    assert batch_records(jobs_lambda, expected=2)[-1]["status"] == "failed"
+
+    assert call(jobs_lambda, "GET", "/v1/jobs/never-submitted")[0] == 404
+    status, error = call(jobs_lambda, "GET", "/v1/jobs/..%2Fescape")
+    assert status == 404 and error["error"]["code"] in ("job_not_found", "not_found")
+
+
+@pytest.mark.engine
+def test_without_a_queue_the_job_api_says_so(
+    artifact_location: str, bucket: str, s3_env: dict[str, str]
+) -> None:
+    with local_lambda(artifact_location, COSYVOICE_OUTPUT_BUCKET=bucket, **s3_env) as runtime:
+        runtime.wait_init()
+        status, error = call(runtime, "POST", "/v1/jobs", {"text": "Hi.", "speaker": SPEAKER})
+    assert status == 503 and error["error"]["code"] == "jobs_unavailable"
+    assert "COSYVOICE_JOB_QUEUE_URL" in error["error"]["message"]
+
+
+def test_large_audio_goes_up_in_parts_and_only_once(
+    s3_env: dict[str, str], s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    reset_clients()
+    try:
+        pieces = [bytes([index]) * (PART_BYTES // 4) for index in range(9)]  # 2.25 parts
+        assert store_stream(bucket, "tts/big.pcm", iter(pieces), "pcm", 22050, "big")
+        assert not store_stream(bucket, "tts/big.pcm", iter(pieces), "pcm", 22050)  # a duplicate's upload
+        assert not store_stream(bucket, "tts/big.pcm", [b"small"], "pcm", 22050)
+        head = s3.head_object(Bucket=bucket, Key="tts/big.pcm")
+        assert head["ETag"].strip('"').endswith("-3") and head["Metadata"]["job-id"] == "big"
+        assert s3.get_object(Bucket=bucket, Key="tts/big.pcm")["Body"].read() == b"".join(pieces)
+        assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
+    finally:
+        reset_clients()
+
+
+@pytest.mark.engine
+def test_two_deliveries_of_one_job_at_once_make_one_audio(
+    artifact_location: str, jobs_env: dict[str, str], s3: Any, bucket: str
+) -> None:
+    text = " ".join([SENTENCE] * 3)
+    raw = {"id": "twice", "text": text, "speaker": SPEAKER, "seed": SEED}
+    with (
+        local_lambda(artifact_location, **jobs_env) as first,
+        local_lambda(artifact_location, **jobs_env) as second,
+    ):
+        first.wait_init()
+        second.wait_init()
+        with ThreadPoolExecutor(2) as pool:  # SQS delivered the message twice, to two environments
+            replies = list(pool.map(lambda runtime: runtime.invoke(sqs_event(raw)).json(), (first, second)))
+        reference = first.invoke({"text": text, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
+    assert replies == [{"batchItemFailures": []}] * 2
+    assert s3.get_object(Bucket=bucket, Key="tts/twice.wav")["Body"].read() == base64.b64decode(
+        reference["audio"]
+    )
+    folder = "tts/jobs/twice/"
+    status = json.loads(s3.get_object(Bucket=bucket, Key=f"{folder}status.json")["Body"].read())
+    assert status["status"] == "done" and status["progress"]["segments_done"] == 3
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{folder}parts/")["Contents"]
+    assert [item["Key"] for item in listed] == [f"{folder}parts/{index:06d}.pcm" for index in range(3)]
+
+
+class _NoTimeLeft:
+    def get_remaining_time_in_millis(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("outcome", ["deferred", "retrying"])
+def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_timeout(
+    outcome: str, sqs: Any, s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from function.jobs import batch
+    from function.jobs import queue as job_queue
+    from function.shared import settings as settings_module
+    from function.shared.settings import Settings
+    from function.shared.storage import StorageError
+
+    url = sqs.create_queue(QueueName=f"slow-{outcome}", Attributes={"VisibilityTimeout": "3600"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"job": "some-job"}))
+    (message,) = received(sqs, url)  # invisible for the next hour, as Lambda's poller leaves it
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(job_queue, "RETRY_DEFERRED_SECONDS", 1)
+    monkeypatch.setattr(job_queue, "RETRY_FAILED_SECONDS", 1)
+
+    def transient(*_: Any) -> Any:
+        raise StorageError("S3 is having a moment")
+
+    monkeypatch.setattr(batch, "process_record", transient)
+    settings = Settings(artifact="unused", output_bucket="unused", job_queue_url=url)
+    monkeypatch.setattr(settings_module, "_settings", settings)
+    reset_clients()
+    try:
+        reply = batch.handle_sqs(as_event([message]), _NoTimeLeft() if outcome == "deferred" else None)
+    finally:
+        reset_clients()
+    assert reply == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
+    again = received(sqs, url)  # waits up to 2 s: far less than the hour
+    assert [m["MessageId"] for m in again] == [message["MessageId"]]

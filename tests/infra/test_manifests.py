@@ -1,0 +1,190 @@
+"""Kubernetes manifests, docker compose and samconfig agree with the image and the template."""
+
+from __future__ import annotations
+
+import inspect
+import shlex
+import tomllib
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from function.api.app import app
+from function.shared import settings as settings_module
+from function.shared.settings import Settings
+from infra import build_zip
+from infra.render import load_template
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "infra" / "k8s"
+KUBERNETES_VERSION = "1.30"  # the oldest version still in standard support on EKS/GKE/AKS at writing
+ARTIFACT_IN_IMAGE = "/opt/cosyvoice/artifact"  # infra/Dockerfile's COPY target and COSYVOICE_ARTIFACT
+SERVE = ["python3", "-m", "function", "serve"]
+
+
+def _manifests() -> dict[str, dict]:
+    docs = {}
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        (doc,) = yaml.safe_load_all(path.read_text())
+        docs[doc["kind"]] = doc
+    return docs
+
+
+MANIFESTS = _manifests()
+
+
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+def _container() -> dict:
+    (container,) = MANIFESTS["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _settings(env: dict[str, str]) -> Settings:
+    """The settings the server would read from this environment (each name a documented setting)."""
+    for name in env:
+        assert name in (settings_module.__doc__ or ""), f"{name} is not a setting of function.shared.settings"
+    return Settings.from_env({"COSYVOICE_ARTIFACT": ARTIFACT_IN_IMAGE, **env})
+
+
+@pytest.mark.parametrize("kind", sorted(MANIFESTS))
+def test_manifest_is_valid_for_kubernetes(kind):
+    kubernetes_validate.validate(MANIFESTS[kind], KUBERNETES_VERSION, strict=True)
+
+
+def test_validation_rejects_a_misspelt_field():
+    broken = yaml.safe_load(yaml.safe_dump(MANIFESTS["Deployment"]))
+    broken["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, KUBERNETES_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_manifest():
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    listed = set(kustomization["resources"])
+    assert listed == {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def test_deployment_serves_the_baked_artifact_and_probes_readiness():
+    container = _container()
+    assert container["command"] == SERVE
+    args = container["args"]
+    assert _option(args, "--artifacts") == ARTIFACT_IN_IMAGE
+    port = int(_option(args, "--port"))
+    assert container["ports"] == [{"name": "http", "containerPort": port}]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["resources"]["requests"]["memory"] and container["resources"]["limits"]["memory"]
+
+
+def test_the_pod_runs_as_many_syntheses_as_it_requests_cores_for():
+    container = _container()
+    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    assert settings.threads is not None and settings.max_concurrent is not None  # a node has more cores
+    assert settings.threads * settings.max_concurrent == int(container["resources"]["requests"]["cpu"])
+
+
+def test_the_grace_period_outlasts_the_prestop_pause_and_the_drain():
+    pod = MANIFESTS["Deployment"]["spec"]["template"]["spec"]
+    container = _container()
+    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pause > 0  # endpoints are removed while the pod still serves
+    assert pod["terminationGracePeriodSeconds"] > pause + settings.drain_seconds
+
+
+def test_the_drain_outlasts_every_accepted_request_at_its_time_limit():
+    """A queued request waits for the ones ahead of it, then runs to its limit at most: all of them
+    finish inside the drain, so a shutdown cuts none."""
+    settings = _settings({item["name"]: item["value"] for item in _container()["env"]})
+    assert settings.max_request_seconds is not None and settings.max_concurrent is not None
+    queued = settings.max_queued if settings.max_queued is not None else 2 * settings.max_concurrent
+    rounds = 1 + -(-queued // settings.max_concurrent)
+    assert settings.drain_seconds >= rounds * settings.max_request_seconds
+
+
+def test_liveness_asks_the_event_loop_and_outlasts_readiness():
+    """Liveness probes /healthz, which the event loop answers however busy the synthesis pool is (an
+    `async def` route); readiness probes /readyz, which says 503 while the pod is saturated. A failing
+    pod leaves the endpoints long before liveness would restart it and cut its requests."""
+    container = _container()
+    liveness, readiness = container["livenessProbe"], container["readinessProbe"]
+    assert container["startupProbe"]["httpGet"]["path"] == liveness["httpGet"]["path"] == "/healthz"
+    assert readiness["httpGet"]["path"] == "/readyz"
+    endpoints = {route.path: route.endpoint for route in app.routes if hasattr(route, "endpoint")}
+    assert inspect.iscoroutinefunction(endpoints["/healthz"])
+    assert inspect.iscoroutinefunction(endpoints["/readyz"])
+
+    def window(probe: dict) -> int:  # seconds of failures before the probe acts
+        return probe["periodSeconds"] * probe.get("failureThreshold", 3)
+
+    assert window(liveness) >= 4 * window(readiness)
+
+
+def test_service_hpa_and_pdb_point_at_the_deployment():
+    deployment = MANIFESTS["Deployment"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert MANIFESTS["Service"]["spec"]["selector"].items() <= labels.items()
+    assert MANIFESTS["PodDisruptionBudget"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert MANIFESTS["Service"]["spec"]["ports"][0]["targetPort"] == "http"
+    target = MANIFESTS["HorizontalPodAutoscaler"]["spec"]["scaleTargetRef"]
+    assert (target["kind"], target["name"]) == ("Deployment", deployment["metadata"]["name"])
+
+
+def test_compose_runs_the_same_image_as_server_and_as_lambda():
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
+    tts, lam = compose["services"]["tts"], compose["services"]["lambda"]
+    for service in (tts, lam):
+        build = service["build"]
+        assert (
+            ROOT / "infra" / build["context"] / build["dockerfile"]
+        ).resolve() == ROOT / "infra" / "Dockerfile"
+    assert tts["image"] == lam["image"]
+    assert tts["entrypoint"] == SERVE
+    assert _option(tts["command"], "--artifacts") == ARTIFACT_IN_IMAGE
+    port = _option(tts["command"], "--port")
+    assert tts["ports"] == [f"{port}:{port}"]
+    assert f"127.0.0.1:{port}/healthz" in " ".join(tts["healthcheck"]["test"])  # liveness, never busy
+    settings = _settings(tts["environment"])
+    assert settings.threads is not None and settings.max_concurrent is not None
+    assert settings.threads * settings.max_concurrent == tts["cpus"]
+    # `docker compose stop` waits for the drain before it kills
+    assert int(tts["stop_grace_period"].removesuffix("s")) > settings.drain_seconds
+    assert "entrypoint" not in lam  # the base image's entrypoint: runtime client + emulator
+
+
+def test_samconfig_overrides_name_real_parameters_with_allowed_values():
+    config = tomllib.loads((ROOT / "infra" / "samconfig.toml").read_text())
+    parameters = load_template()["Parameters"]
+    environments = [env for env in config if env != "version"]
+    assert {"default", "provisioned"} <= set(environments)
+    for env in environments:
+        deploy = config[env].get("deploy", {}).get("parameters")
+        if not deploy:
+            continue
+        overrides = dict(item.split("=", 1) for item in shlex.split(deploy["parameter_overrides"]))
+        for name, value in overrides.items():
+            assert name in parameters, f"{env}: unknown parameter {name}"
+            allowed = parameters[name].get("AllowedValues")
+            assert allowed is None or value in map(str, allowed), f"{env}: {name}={value}"
+        assert "CAPABILITY_IAM" in deploy["capabilities"]
+        # the template always has an image function, and sam deploy refuses it without a repository
+        assert deploy["resolve_image_repos"] is True
+
+
+def test_the_snapstart_deploy_needs_no_sam_build():
+    """The default environment deploys template.yaml itself: `sam build` (Docker, for ImageFunction,
+    whatever WarmStart says) never runs. `sam deploy` uploads a .zip CodeUri unchanged and skips an
+    image function whose ImageUri is an intrinsic, so the prebuilt zip is all it needs."""
+    deploy = tomllib.loads((ROOT / "infra" / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
+    assert (ROOT / deploy["template_file"]).resolve() == ROOT / "template.yaml"
+    assert "WarmStart=snapstart" in shlex.split(deploy["parameter_overrides"])
+    resources = load_template()["Resources"]
+    assert ROOT / resources["ZipFunction"]["Properties"]["CodeUri"] == build_zip.DEFAULT_ZIP
+    assert resources["ImageFunction"]["Properties"]["ImageUri"] == {"Ref": "ImageUri"}
