@@ -36,7 +36,7 @@ from function.core.errors import TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
 from function.jobs.routes import router as job_router
-from function.shared.audio import iter_encode, media_type, output_rate
+from function.shared.audio import iter_encode
 from function.shared.limits import http_deadline
 from function.shared.model import get_engine, loaded_engine
 from function.shared.reply import STREAMING_TRANSPORT, reply_audio
@@ -105,9 +105,9 @@ def synthesize_response(
     if request.scope.get(STREAMING_TRANSPORT):
         settings = replace(settings, max_response_bytes=None)
     engine = get_engine()
-    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
-    headers = {"X-Sample-Rate": str(rate), **(headers or {})}
-    media = EVENT_STREAM if events is not None else media_type(options.format)
+    output = options.output(engine.sample_rate)
+    headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
+    media = EVENT_STREAM if events is not None else output.media_type
     if options.stream and settings.max_response_bytes is None:
         chunks = engine.stream(options, deadline)
         # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
@@ -115,14 +115,14 @@ def synthesize_response(
         audio: Iterator[Any] = chain([] if first is None else [first], chunks)
         if events is not None:
             audio = events.measure(audio)
-        body = iter_encode(audio, options.format, engine.sample_rate, options.sample_rate)
+        body = iter_encode(audio, output)
         return StreamingResponse(
             body if events is None else events.events(body), media_type=media, headers=headers
         )
     if events is None:
-        data = reply_audio(options, engine, settings, chunks=engine.stream(options, deadline))
+        data = reply_audio(options, output, engine.stream(options, deadline), settings)
         return Response(data, media_type=media, headers=headers)
-    data = reply_audio(options, engine, settings, chunks=events.measure(engine.stream(options, deadline)))
+    data = reply_audio(options, output, events.measure(engine.stream(options, deadline)), settings)
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
 
 

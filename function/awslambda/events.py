@@ -16,7 +16,6 @@ from typing import Any
 
 from function.core.errors import TTSError
 from function.jobs import store, worker
-from function.shared.audio import media_type, output_rate
 from function.shared.limits import invocation_deadline
 from function.shared.model import get_engine
 from function.shared.reply import reply_audio
@@ -70,16 +69,16 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
         chunks = engine.stream(options, invocation_deadline(context))
-        audio = reply_audio(options, engine, settings, spill="direct", chunks=chunks)
-        rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
+        output = options.output(engine.sample_rate)
+        audio = reply_audio(options, output, chunks, settings, spill="direct")
         if isinstance(audio, bytes):
             return {
-                "format": options.format,
-                "content_type": media_type(options.format),
-                "sample_rate": rate,
+                "format": output.name,
+                "content_type": output.media_type,
+                "sample_rate": output.rate,
                 "audio": base64.b64encode(audio).decode("ascii"),
             }
-        return location(audio, options.format, rate)
+        return location(audio, output)
     except TTSError as exc:
         return exc.to_dict()
 
@@ -94,7 +93,7 @@ def _run_job(request: SpeechJob, settings: Settings, context: Any) -> dict[str, 
     reply = store.view(job, store.status(job))
     if outcome in (worker.Outcome.DONE, worker.Outcome.EXISTED):
         written = Written(job.bucket, job.key, existed=outcome is worker.Outcome.EXISTED)
-        reply |= location(written, job.format, output_rate(job.format, engine.sample_rate))
+        reply |= location(written, job.options().output(engine.sample_rate))
     return reply
 
 

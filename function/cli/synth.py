@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from function.cli import base
 from function.core.errors import ArtifactError, InvalidRequest, TTSError, UnsupportedFormat
-from function.core.formats import FORMATS
+from function.core.formats import FORMATS, Output
 from function.core.options import SynthesisOptions
 
 if TYPE_CHECKING:
@@ -63,14 +63,15 @@ def main(args: argparse.Namespace) -> int:
         say(f"model loaded in {time.perf_counter() - started:.2f} s")
         started = time.perf_counter()
         timed = _Timed(engine.stream(options), started, report_first=options.stream)
-        write_audio(args.output, timed, options.format, engine.sample_rate)
+        output = options.output(engine.sample_rate)
+        write_audio(args.output, timed, output)
     except (TTSError, OSError) as exc:
         return fail(exc)
     except KeyboardInterrupt:
         return 130
     seconds = timed.samples / engine.sample_rate
     say(
-        f"wrote {args.output}: {seconds:.2f} s of audio ({options.format}, {engine.sample_rate} Hz)"
+        f"wrote {args.output}: {seconds:.2f} s of audio ({output.name}, {output.rate} Hz)"
         f" in {time.perf_counter() - started:.2f} s"
     )
     return 0
@@ -121,7 +122,7 @@ class _Timed:
             yield chunk
 
 
-def write_audio(path: Path, chunks: Iterable[np.ndarray], fmt: str, sample_rate: int) -> None:
+def write_audio(path: Path, chunks: Iterable[np.ndarray], output: Output) -> None:
     """Encode into `path` atomically. wav and pcm pieces are written as they come (the engine's stream);
     a wav written that way gets its exact sizes into the header at the end."""
     from function.shared.audio import iter_encode, wav_header
@@ -129,14 +130,14 @@ def write_audio(path: Path, chunks: Iterable[np.ndarray], fmt: str, sample_rate:
     temporary = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         with temporary.open("xb") as handle:
-            for piece in iter_encode(chunks, fmt, sample_rate):
+            for piece in iter_encode(chunks, output):
                 handle.write(piece)
                 handle.flush()
-            if fmt == "wav":
-                header = wav_header(sample_rate, 0)
+            if output.name == "wav":
+                header = wav_header(output.rate, 0)
                 data_bytes = handle.tell() - len(header)
                 handle.seek(0)
-                handle.write(wav_header(sample_rate, data_bytes))
+                handle.write(wav_header(output.rate, data_bytes))
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -61,6 +61,30 @@ UNAVAILABLE = {
 }
 
 
+@dataclass(frozen=True)
+class Output:
+    """What a request's audio leaves as, resolved once at the edge (SynthesisOptions.output): the format
+    and the rate it is written at, for the engine's chunks at `source_rate`. Encoders, storage and
+    replies take this, never a format's name."""
+
+    format: AudioFormat
+    rate: int  # Hz the file is written at: the asked-for rate, or the nearest the codec takes
+    source_rate: int  # Hz of the chunks the engine yields (the model's)
+
+    @classmethod
+    def of(cls, name: str, source_rate: int, asked_rate: int | None = None) -> Output:
+        fmt = audio_format(name)
+        return cls(fmt, fmt.rate_for(asked_rate or source_rate), source_rate)
+
+    @property
+    def name(self) -> str:
+        return self.format.name
+
+    @property
+    def media_type(self) -> str:
+        return self.format.media_type
+
+
 def audio_format(name: str) -> AudioFormat:
     try:
         return FORMATS[name]
@@ -71,4 +95,4 @@ def audio_format(name: str) -> AudioFormat:
         ) from None
 
 
-__all__ = ["FORMATS", "UNAVAILABLE", "AudioFormat", "audio_format"]
+__all__ = ["FORMATS", "UNAVAILABLE", "AudioFormat", "Output", "audio_format"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from function.core.errors import InvalidRequest, TextTooLong
-from function.core.formats import audio_format
+from function.core.formats import Output, audio_format
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
@@ -45,6 +45,11 @@ class SynthesisOptions:
         if self.instruct:
             return Mode.INSTRUCT
         return Mode.SFT
+
+    def output(self, source_rate: int) -> Output:
+        """The format and rate this request's audio is written at, for chunks at `source_rate`: the one
+        place a request's format name is looked up."""
+        return Output.of(self.format, source_rate, self.sample_rate)
 
     def validated(self, max_text_chars: int | None = DEFAULT_MAX_TEXT_CHARS) -> SynthesisOptions:
         """Check everything that does not need the model; return self so edges can chain it.

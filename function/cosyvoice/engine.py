@@ -209,13 +209,16 @@ class Engine:
 
         # The deadline is checked at every drawn token (function.core.deadline). Busy time: while this
         # generator runs, not while its consumer holds it (a slow client).
+        # Chunked only where the stream asks for it and the tempo is the model's (a tempo change works on
+        # a segment's whole mel).
+        chunked = options.stream and options.speed == 1.0
         busy = 0.0
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
             counted = _CountedTokens(drawn, deadline)
             resumed = time.perf_counter()
             for _, flow_rng, source_rng in rngs:
                 stream = SegmentStream(self.flow, self.vocoder, voice, flow_rng, source_rng)
-                for audio in self._segment(_until_none(counted), stream, options):
+                for audio in self._segment(_until_none(counted), stream, chunked, options.speed):
                     busy += time.perf_counter() - resumed
                     yield audio
                     resumed = time.perf_counter()
@@ -223,15 +226,15 @@ class Engine:
         self.speed.observe(busy, counted.tokens)
 
     def _segment(
-        self, generated: Iterator[int], stream: SegmentStream, options: SynthesisOptions
+        self, generated: Iterator[int], stream: SegmentStream, chunked: bool, speed: float
     ) -> Iterator[np.ndarray]:
-        """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole."""
-        if not options.stream or options.speed != 1.0:
+        """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole at `speed`."""
+        if not chunked:
             tokens = np.asarray([list(generated)], dtype=np.int64).reshape(1, -1)
             if tokens.shape[1] == 0:
                 return
             mel = stream.mel(tokens, 0, tokens.shape[1], final=True)
-            yield stream.audio(_change_speed(mel, options.speed), final=True)
+            yield stream.audio(_change_speed(mel, speed), final=True)
             return
         collected: list[int] = []
         start, chunk_index = 0, 0

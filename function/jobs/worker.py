@@ -38,11 +38,12 @@ from function.cosyvoice.budget import OverBudget
 from function.jobs import queue, store
 from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
 from function.shared import storage
-from function.shared.audio import iter_encode, media_type, output_rate, to_pcm16, wav_header
+from function.shared.audio import iter_encode, to_pcm16, wav_header
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from function.core.formats import Output
     from function.cosyvoice.engine import Engine
     from function.shared.settings import Settings
 
@@ -95,10 +96,11 @@ def _run(
     current = store.status(job)
     if current is not None and current.final:
         return Outcome.EXISTED if current.state == DONE else Outcome.FAILED
-    if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
-        _mark_done(job, engine, store.finished_parts(job))
-        return Outcome.EXISTED
     options = job.options()
+    output = options.output(engine.sample_rate)
+    if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
+        _mark_done(job, engine, output, store.finished_parts(job))
+        return Outcome.EXISTED
     segments = engine.segments(options.text)
     sizes = store.finished_parts(job)
     _progress(job, engine, sizes, len(segments))  # running, with the number of segments known
@@ -122,8 +124,8 @@ def _run(
                 f"segments {picked.start}-{picked.stop - 1} gave {len(sizes) - picked.start} chunks, one"
                 " each was expected: the parts would not line up with the segments"
             )
-    if len(sizes) == len(segments) and _assembly_fits(deadline, job, engine, sizes):
-        _assemble(job, engine, sizes)
+    if len(sizes) == len(segments) and _assembly_fits(deadline, engine, output, sizes):
+        _assemble(job, engine, output, sizes)
         return Outcome.DONE
     if progressed and settings.job_queue_url is not None:
         queue.enqueue(job.id, settings)
@@ -175,39 +177,38 @@ def _progress(job: Job, engine: Engine, sizes: list[int], total: int) -> None:
     )
 
 
-def _assembly_fits(deadline: Deadline | None, job: Job, engine: Engine, sizes: list[int]) -> bool:
-    copied = _copies_parts(job, engine)
+def _assembly_fits(deadline: Deadline | None, engine: Engine, output: Output, sizes: list[int]) -> bool:
+    copied = _copies_parts(output)
     per_second = COPY_SECONDS_PER_AUDIO_SECOND if copied else ENCODE_SECONDS_PER_AUDIO_SECOND
     needed = ASSEMBLY_SECONDS + _audio_seconds(engine, sizes) * per_second
     return deadline is None or deadline.remaining() >= needed
 
 
-def _copies_parts(job: Job, engine: Engine) -> bool:
+def _copies_parts(output: Output) -> bool:
     """Whether the audio object is the parts themselves (under a wav header): no encoding."""
-    return job.format in ("wav", "pcm") and output_rate(job.format, engine.sample_rate) == engine.sample_rate
+    return output.name in ("wav", "pcm") and output.rate == output.source_rate
 
 
-def _assemble(job: Job, engine: Engine, sizes: list[int]) -> None:
-    rate = output_rate(job.format, engine.sample_rate)
+def _assemble(job: Job, engine: Engine, output: Output, sizes: list[int]) -> None:
     pieces: Iterable[bytes]
-    if _copies_parts(job, engine):
+    if _copies_parts(output):
         # The parts are the file's samples already: copied as they are, under a header with exact sizes.
-        header = [wav_header(rate, sum(sizes))] if job.format == "wav" else []
+        header = [wav_header(output.rate, sum(sizes))] if output.name == "wav" else []
         pieces = chain(header, (store.read_part(job, index) for index in range(len(sizes))))
     else:
-        pieces = iter_encode(store.read_parts(job, len(sizes)), job.format, engine.sample_rate)
-    storage.store_stream(job.bucket, job.key, pieces, job.format, rate, job.id)
-    _mark_done(job, engine, sizes)
+        pieces = iter_encode(store.read_parts(job, len(sizes)), output)
+    storage.store_stream(job.bucket, job.key, pieces, output, job.id)
+    _mark_done(job, engine, output, sizes)
 
 
-def _mark_done(job: Job, engine: Engine, sizes: list[int]) -> None:
+def _mark_done(job: Job, engine: Engine, output: Output, sizes: list[int]) -> None:
     seconds = _audio_seconds(engine, sizes)
     result = {
         "bucket": job.bucket,
         "key": job.key,
-        "format": job.format,
-        "content_type": media_type(job.format),
-        "sample_rate": output_rate(job.format, engine.sample_rate),
+        "format": output.name,
+        "content_type": output.media_type,
+        "sample_rate": output.rate,
         "duration_seconds": round(seconds, 3),
     }
     done = len(sizes)

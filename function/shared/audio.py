@@ -20,14 +20,10 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from function.core.errors import UnsupportedFormat
-from function.core.formats import AudioFormat, audio_format
+from function.core.formats import AudioFormat, Output
 from function.shared.resample import resample
 
 _UNKNOWN_SIZE = 0xFFFFFFFF
-
-
-def media_type(fmt: str) -> str:
-    return audio_format(fmt).media_type
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:
@@ -122,35 +118,24 @@ def _soundfile_pieces(chunks: Iterable[np.ndarray], fmt: AudioFormat, sample_rat
     yield outbox.take()  # the last page, written on close
 
 
-def output_rate(fmt: str, sample_rate: int, rate: int | None = None) -> int:
-    """The rate a file of `fmt` is written at, for chunks at `sample_rate` and an optional asked-for rate."""
-    return audio_format(fmt).rate_for(rate or sample_rate)
-
-
-def encode(chunks: Iterable[np.ndarray], fmt: str, sample_rate: int, rate: int | None = None) -> bytes:
-    """The whole file, with exact sizes in its header, at `output_rate(fmt, sample_rate, rate)`."""
-    audio = audio_format(fmt)
-    out_rate = output_rate(fmt, sample_rate, rate)
-    converted = resample(chunks, sample_rate, out_rate)
-    if audio.soundfile is None:
+def encode(chunks: Iterable[np.ndarray], output: Output) -> bytes:
+    """The whole file, with exact sizes in its header, at `output.rate`."""
+    converted = resample(chunks, output.source_rate, output.rate)
+    if output.format.soundfile is None:
         pcm = b"".join(to_pcm16(chunk) for chunk in converted)
-        return (wav_header(out_rate, len(pcm)) if fmt == "wav" else b"") + pcm
-    return b"".join(_soundfile_pieces(converted, audio, out_rate))
+        return (wav_header(output.rate, len(pcm)) if output.name == "wav" else b"") + pcm
+    return b"".join(_soundfile_pieces(converted, output.format, output.rate))
 
 
-def iter_encode(
-    chunks: Iterable[np.ndarray], fmt: str, sample_rate: int, rate: int | None = None
-) -> Iterator[bytes]:
+def iter_encode(chunks: Iterable[np.ndarray], output: Output) -> Iterator[bytes]:
     """Encoded bytes as the chunks arrive: wav and pcm chunk by chunk, Ogg (Vorbis, Opus) page by page,
     flac and mp3 in one piece at the end."""
-    audio = audio_format(fmt)
-    out_rate = output_rate(fmt, sample_rate, rate)
-    converted = resample(chunks, sample_rate, out_rate)
-    if audio.soundfile is not None:
-        yield from _soundfile_pieces(converted, audio, out_rate)
+    converted = resample(chunks, output.source_rate, output.rate)
+    if output.format.soundfile is not None:
+        yield from _soundfile_pieces(converted, output.format, output.rate)
         return
-    if fmt == "wav":
-        yield wav_header(out_rate, None)
+    if output.name == "wav":
+        yield wav_header(output.rate, None)
     for chunk in converted:
         yield to_pcm16(chunk)
 
@@ -158,8 +143,6 @@ def iter_encode(
 __all__ = [
     "encode",
     "iter_encode",
-    "media_type",
-    "output_rate",
     "to_pcm16",
     "wav_header",
 ]

@@ -12,9 +12,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, overload
 
 from function.core.errors import OutputTooLarge
-from function.core.formats import audio_format
 from function.cosyvoice.budget import expected_speech_seconds
-from function.shared.audio import encode, output_rate
+from function.shared.audio import encode
 from function.shared.storage import Written, store
 
 PCM_BYTES_PER_SAMPLE = 2  # wav and pcm: s16 mono
@@ -26,60 +25,58 @@ STREAMING_TRANSPORT = "cosyvoice.streaming_transport"
 if TYPE_CHECKING:
     import numpy as np
 
+    from function.core.formats import Output
     from function.core.options import SynthesisOptions
-    from function.cosyvoice.engine import Engine
     from function.shared.settings import Settings
 
 
 @overload
 def reply_audio(
     options: SynthesisOptions,
-    engine: Engine,
+    output: Output,
+    chunks: Iterable[np.ndarray],
     settings: Settings,
     spill: None = None,
-    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes: ...
 @overload
 def reply_audio(
     options: SynthesisOptions,
-    engine: Engine,
+    output: Output,
+    chunks: Iterable[np.ndarray],
     settings: Settings,
     spill: str,
-    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes | Written: ...
 def reply_audio(
     options: SynthesisOptions,
-    engine: Engine,
+    output: Output,
+    chunks: Iterable[np.ndarray],
     settings: Settings,
     spill: str | None = None,
-    chunks: Iterable[np.ndarray] | None = None,
 ) -> bytes | Written:
-    """The encoded audio when it fits a synchronous response. When it does not: with `spill` (a key
-    folder) and an output bucket, the object written under it; otherwise OutputTooLarge, up front when
-    an uncompressed format's expected size is already too large. `chunks`: the engine's stream for
-    `options`, when the caller holds it already (to measure it, or to give it a deadline)."""
+    """`chunks` (the engine's stream for `options`, not started yet) encoded as `output`, when the file
+    fits a synchronous response. When it does not: with `spill` (a key folder) and an output bucket, the
+    object written under it; otherwise OutputTooLarge, before the stream starts when an uncompressed
+    format's expected size is already too large."""
     can_spill = spill is not None and settings.output_bucket is not None
-    rate = output_rate(options.format, engine.sample_rate, options.sample_rate)
-    if not can_spill and audio_format(options.format).soundfile is None:
-        expected = int(expected_speech_seconds([options.text]) * rate) * PCM_BYTES_PER_SAMPLE
+    if not can_spill and output.format.soundfile is None:
+        expected = int(expected_speech_seconds([options.text]) * output.rate) * PCM_BYTES_PER_SAMPLE
         # Refused up front only when even half the expected length would not fit: the estimate is a guess.
         if not settings.fits_response(expected // 2):
-            raise _too_large(options, settings, f"would be ~{expected} bytes", spill is not None)
-    audio = engine.stream(options) if chunks is None else chunks
-    data = encode(audio, options.format, engine.sample_rate, options.sample_rate)
+            raise _too_large(output, settings, f"would be ~{expected} bytes", spill is not None)
+    data = encode(chunks, output)
     if settings.fits_response(len(data)):
         return data
     if spill is not None and settings.output_bucket is not None:
-        key = f"{settings.output_prefix}{spill}/{uuid.uuid4().hex}.{options.format}"
-        store(settings.output_bucket, key, data, options.format, rate)
+        key = f"{settings.output_prefix}{spill}/{uuid.uuid4().hex}.{output.name}"
+        store(settings.output_bucket, key, data, output)
         return Written(settings.output_bucket, key, existed=False)
-    raise _too_large(options, settings, f"is {len(data)} bytes", spill is not None)
+    raise _too_large(output, settings, f"is {len(data)} bytes", spill is not None)
 
 
-def _too_large(options: SynthesisOptions, settings: Settings, size: str, could_spill: bool) -> OutputTooLarge:
+def _too_large(output: Output, settings: Settings, size: str, could_spill: bool) -> OutputTooLarge:
     bucket_hint = ", set COSYVOICE_OUTPUT_BUCKET to receive it from S3" if could_spill else ""
     return OutputTooLarge(
-        f"the {options.format} audio {size}, more than a synchronous Lambda response can carry once"
+        f"the {output.name} audio {size}, more than a synchronous Lambda response can carry once"
         f" base64-encoded ({settings.max_response_bytes} bytes); send long texts to POST /v1/jobs (the"
         f" batch path: audio in S3){bucket_hint}, or choose a compressed format (mp3, ogg)"
     )

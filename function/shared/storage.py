@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.core.errors import TTSError
-from function.shared.audio import media_type
+from function.core.formats import Output
 from function.shared.aws_clients import s3_client
 
 PRESIGNED_URL_SECONDS = 3600
@@ -113,12 +113,12 @@ def sizes(bucket: str, prefix: str) -> dict[str, int]:
 
 
 def store_stream(
-    bucket: str, key: str, pieces: Iterable[bytes], fmt: str, sample_rate: int, job_id: str | None = None
+    bucket: str, key: str, pieces: Iterable[bytes], output: Output, job_id: str | None = None
 ) -> bool:
     """Write the concatenated `pieces` to `key` once, holding at most about PART_BYTES of them: one PUT
     when they fit in one part, else a multipart upload completed only if `key` is still free (a
     duplicate delivery's upload is aborted). False when `key` existed."""
-    metadata = {"sample-rate": str(sample_rate), **({"job-id": job_id} if job_id else {})}
+    metadata = {"sample-rate": str(output.rate), **({"job-id": job_id} if job_id else {})}
     client = s3_client()
     buffer = bytearray()
     upload: str | None = None
@@ -136,12 +136,12 @@ def store_stream(
                 while len(buffer) >= PART_BYTES:
                     if upload is None:
                         upload = client.create_multipart_upload(
-                            Bucket=bucket, Key=key, ContentType=media_type(fmt), Metadata=metadata
+                            Bucket=bucket, Key=key, ContentType=output.media_type, Metadata=metadata
                         )["UploadId"]
                     send_part(bytes(buffer[:PART_BYTES]))
                     del buffer[:PART_BYTES]
             if upload is None:
-                return put(bucket, key, bytes(buffer), media_type(fmt), **metadata)
+                return put(bucket, key, bytes(buffer), output.media_type, **metadata)
             if buffer:
                 send_part(bytes(buffer))
             client.complete_multipart_upload(
@@ -157,9 +157,9 @@ def store_stream(
         raise
 
 
-def store(bucket: str, key: str, data: bytes, fmt: str, sample_rate: int, job_id: str | None = None) -> None:
+def store(bucket: str, key: str, data: bytes, output: Output, job_id: str | None = None) -> None:
     """Write audio that is already in memory, once."""
-    store_stream(bucket, key, [data], fmt, sample_rate, job_id)
+    store_stream(bucket, key, [data], output, job_id)
 
 
 def presigned_url(bucket: str, key: str) -> str:
@@ -170,12 +170,12 @@ def presigned_url(bucket: str, key: str) -> str:
     )
 
 
-def location(written: Written, fmt: str, sample_rate: int) -> dict[str, Any]:
+def location(written: Written, output: Output) -> dict[str, Any]:
     """The reply that names a stored object, with a presigned GET URL for it."""
     return {
-        "format": fmt,
-        "content_type": media_type(fmt),
-        "sample_rate": sample_rate,
+        "format": output.name,
+        "content_type": output.media_type,
+        "sample_rate": output.rate,
         "bucket": written.bucket,
         "key": written.key,
         "url": presigned_url(written.bucket, written.key),

@@ -89,42 +89,37 @@ def test_a_bad_direct_request_comes_back_as_json_without_loading_the_model(
     assert model.loaded_engine() is None
 
 
-class FakeEngine:
-    """Yields `samples` of a quiet tone: the reply logic needs only `stream` and `sample_rate`."""
+def tone(samples: int) -> Iterator[np.ndarray]:
+    """What the engine's stream would yield: `samples` of a quiet tone at the model's rate."""
+    yield 0.1 * np.sin(np.arange(samples, dtype=np.float32) / 10)
 
-    sample_rate = 22050
 
-    def __init__(self, samples: int) -> None:
-        self.samples = samples
-
-    def stream(self, options: SynthesisOptions) -> Iterator[np.ndarray]:
-        yield 0.1 * np.sin(np.arange(self.samples, dtype=np.float32) / 10)
+def untouched() -> Iterator[np.ndarray]:
+    raise AssertionError("synthesised although the audio could never fit")
+    yield  # a generator, like the engine's stream: nothing runs until it is iterated
 
 
 OPTIONS = SynthesisOptions(text="hello", speaker="someone", format="wav")
+WAV = OPTIONS.output(22050)
 
 
 def test_audio_that_fits_is_returned_whole() -> None:
-    data = reply_audio(OPTIONS, FakeEngine(100), SETTINGS)  # type: ignore[arg-type]
+    data = reply_audio(OPTIONS, WAV, tone(100), SETTINGS)
     assert data[:4] == b"RIFF"
 
 
 def test_audio_too_large_points_to_the_batch_path() -> None:
     with pytest.raises(OutputTooLarge, match="batch path") as raised:
-        reply_audio(OPTIONS, FakeEngine(22050), SETTINGS)  # type: ignore[arg-type]
+        reply_audio(OPTIONS, WAV, tone(22050), SETTINGS)
     assert "COSYVOICE_OUTPUT_BUCKET" not in raised.value.message
     with pytest.raises(OutputTooLarge, match="COSYVOICE_OUTPUT_BUCKET"):  # a direct invoke could spill
-        reply_audio(OPTIONS, FakeEngine(22050), SETTINGS, spill="direct")  # type: ignore[arg-type]
+        reply_audio(OPTIONS, WAV, tone(22050), SETTINGS, spill="direct")
 
 
 def test_a_text_whose_audio_cannot_fit_is_refused_before_synthesis() -> None:
-    class Untouchable(FakeEngine):
-        def stream(self, options: SynthesisOptions) -> Iterator[np.ndarray]:
-            raise AssertionError("synthesised although the audio could never fit")
-
     options = SynthesisOptions(text="word " * 40, speaker="someone", format="wav")  # ~13 s: ~590 KB
     with pytest.raises(OutputTooLarge, match="would be ~") as raised:
-        reply_audio(options, Untouchable(0), SETTINGS)  # type: ignore[arg-type]
+        reply_audio(options, options.output(22050), untouched(), SETTINGS)
     assert "/v1/jobs" in raised.value.message
 
 
@@ -132,8 +127,8 @@ def test_audio_too_large_spills_to_the_output_bucket(monkeypatch: pytest.MonkeyP
     stored: list[tuple[Any, ...]] = []
     monkeypatch.setattr("function.shared.reply.store", lambda *args: stored.append(args))
     settings = Settings(artifact="unused", output_bucket="out", max_response_bytes=20 * 1024)
-    written = reply_audio(OPTIONS, FakeEngine(22050), settings, spill="direct")  # type: ignore[arg-type]
+    written = reply_audio(OPTIONS, WAV, tone(22050), settings, spill="direct")
     assert isinstance(written, Written) and not written.existed
     assert written.bucket == "out" and written.key.startswith("tts/direct/") and written.key.endswith(".wav")
-    ((bucket, key, data, fmt, rate),) = stored
-    assert (bucket, key, fmt, rate) == ("out", written.key, "wav", 22050) and data[:4] == b"RIFF"
+    ((bucket, key, data, output),) = stored
+    assert (bucket, key, output) == ("out", written.key, WAV) and data[:4] == b"RIFF"

@@ -16,10 +16,12 @@ import pytest
 import soundfile
 
 from function.cli.synth import write_audio
+from function.core.formats import Output
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEAKER = "英文女"
 TEXT = "Hello there, how are you today?"
+WAV = Output.of("wav", 22050)
 
 
 def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -233,9 +235,9 @@ def test_write_audio_failing_midway_keeps_the_old_file_and_leaves_no_temporary(t
         raise RuntimeError("the engine failed after the first chunk")
 
     with pytest.raises(RuntimeError):
-        write_audio(output, chunks(), "wav", 22050)
+        write_audio(output, chunks(), WAV)
     assert output.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["out.wav"]
 
-    write_audio(output, iter([np.full(100, 0.5, dtype=np.float32)]), "wav", 22050)
+    write_audio(output, iter([np.full(100, 0.5, dtype=np.float32)]), WAV)
     audio, rate = soundfile.read(output, dtype="float32")
     assert rate == 22050 and len(audio) == 100 and np.allclose(audio, 0.5, atol=1e-4)

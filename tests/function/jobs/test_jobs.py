@@ -23,6 +23,7 @@ import pytest
 import soundfile
 
 from function.core.deadline import REPLY_MARGIN_SECONDS
+from function.core.formats import Output
 from function.cosyvoice.budget import expected_speech_seconds
 from function.cosyvoice.contract import MANIFEST_FILE
 from function.jobs.worker import CHECKPOINT_SECONDS
@@ -40,6 +41,7 @@ SENTENCE = (
 )
 LONG_TEXT = " ".join([SENTENCE] * 7)
 SEED = 12
+PCM = Output.of("pcm", 22050)  # parts and raw audio at the tiny model's rate
 
 
 def http_event(method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -286,9 +288,9 @@ def test_large_audio_goes_up_in_parts_and_only_once(
     reset_clients()
     try:
         pieces = [bytes([index]) * (PART_BYTES // 4) for index in range(9)]  # 2.25 parts
-        assert store_stream(bucket, "tts/big.pcm", iter(pieces), "pcm", 22050, "big")
-        assert not store_stream(bucket, "tts/big.pcm", iter(pieces), "pcm", 22050)  # a duplicate's upload
-        assert not store_stream(bucket, "tts/big.pcm", [b"small"], "pcm", 22050)
+        assert store_stream(bucket, "tts/big.pcm", iter(pieces), PCM, "big")
+        assert not store_stream(bucket, "tts/big.pcm", iter(pieces), PCM)  # a duplicate's upload
+        assert not store_stream(bucket, "tts/big.pcm", [b"small"], PCM)
         head = s3.head_object(Bucket=bucket, Key="tts/big.pcm")
         assert head["ETag"].strip('"').endswith("-3") and head["Metadata"]["job-id"] == "big"
         assert s3.get_object(Bucket=bucket, Key="tts/big.pcm")["Body"].read() == b"".join(pieces)

@@ -11,10 +11,15 @@ import pytest
 import soundfile
 
 from function.core.errors import UnsupportedFormat
-from function.core.formats import FORMATS, audio_format
-from function.shared.audio import encode, iter_encode, output_rate, to_pcm16
+from function.core.formats import FORMATS, Output, audio_format
+from function.shared.audio import encode, iter_encode, to_pcm16
 
 RATE = 22050
+
+
+def out(fmt: str, rate: int | None = None) -> Output:
+    """A request's output for `fmt` (at `rate`, if asked), for chunks at the model's RATE."""
+    return Output.of(fmt, RATE, rate)
 DIRECT = {name for name, f in FORMATS.items() if f.soundfile is None}  # written here: wav, pcm
 LIBSNDFILE = set(FORMATS) - DIRECT
 
@@ -28,8 +33,8 @@ def chunks() -> list[np.ndarray]:
 @pytest.mark.parametrize("rate", [None, 24000], ids=["model-rate", "24khz"])
 @pytest.mark.parametrize("fmt", sorted(LIBSNDFILE) + ["wav"])
 def test_formats_decode_to_the_same_duration(fmt: str, rate: int | None) -> None:
-    audio, decoded_rate = soundfile.read(io.BytesIO(encode(chunks(), fmt, RATE, rate)))
-    assert decoded_rate == output_rate(fmt, RATE, rate)
+    audio, decoded_rate = soundfile.read(io.BytesIO(encode(chunks(), out(fmt, rate))))
+    assert decoded_rate == out(fmt, rate).rate
     # one second of audio at whatever rate it was written at; mp3 and opus pad their frames
     assert abs(audio.shape[0] - decoded_rate) <= (2400 if fmt in ("mp3", "opus") else 0)
 
@@ -47,7 +52,7 @@ def test_opus_is_written_at_a_rate_it_takes() -> None:
 
 
 def test_resampling_keeps_the_tone() -> None:
-    pcm = encode(chunks(), "pcm", RATE, 24000)
+    pcm = encode(chunks(), out("pcm", 24000))
     samples = np.frombuffer(pcm, "<i2").astype(np.float32) / 32767
     assert samples.shape[0] == 24000
     spectrum = np.abs(np.fft.rfft(samples))
@@ -56,16 +61,16 @@ def test_resampling_keeps_the_tone() -> None:
 
 def test_wav_is_exact_and_clipped() -> None:
     loud = [np.array([2.0, -2.0, 0.5], dtype=np.float32)]
-    audio, _ = soundfile.read(io.BytesIO(encode(loud, "wav", RATE)), dtype="int16")
+    audio, _ = soundfile.read(io.BytesIO(encode(loud, out("wav"))), dtype="int16")
     assert audio.tolist() == [32767, -32767, 16384]
-    assert encode(loud, "pcm", RATE) == to_pcm16(loud[0])
+    assert encode(loud, out("pcm")) == to_pcm16(loud[0])
 
 
 @pytest.mark.parametrize("fmt", sorted(DIRECT))
 def test_streaming_yields_per_chunk_and_matches_the_buffered_samples(fmt: str) -> None:
-    pieces = list(iter_encode(iter(chunks()), fmt, RATE))
+    pieces = list(iter_encode(iter(chunks()), out(fmt)))
     assert len(pieces) == len(chunks()) + (fmt == "wav")
-    streamed, buffered = b"".join(pieces), encode(chunks(), fmt, RATE)
+    streamed, buffered = b"".join(pieces), encode(chunks(), out(fmt))
     header = 44 if fmt == "wav" else 0
     assert streamed[header:] == buffered[header:]
     if fmt == "wav":
@@ -74,8 +79,8 @@ def test_streaming_yields_per_chunk_and_matches_the_buffered_samples(fmt: str) -
 
 @pytest.mark.parametrize("fmt", sorted(DIRECT))
 def test_a_resampled_stream_matches_the_resampled_whole(fmt: str) -> None:
-    streamed = b"".join(iter_encode(iter(chunks()), fmt, RATE, 24000))
-    buffered = encode(chunks(), fmt, RATE, 24000)
+    streamed = b"".join(iter_encode(iter(chunks()), out(fmt, 24000)))
+    buffered = encode(chunks(), out(fmt, 24000))
     header = 44 if fmt == "wav" else 0
     assert streamed[header:] == buffered[header:] and len(buffered) - header == 2 * 24000
 
@@ -93,11 +98,11 @@ def test_ogg_streams_page_by_page_and_the_rest_arrive_whole(fmt: str) -> None:
             yield piece
 
     pieces, pulled_at = [], []
-    for piece in iter_encode(source(), fmt, RATE):
+    for piece in iter_encode(source(), out(fmt)):
         pieces.append(piece)
         pulled_at.append(pulled)
     streamed, _ = soundfile.read(io.BytesIO(b"".join(pieces)))
-    buffered, _ = soundfile.read(io.BytesIO(encode(pieces_of_signal, fmt, RATE)))
+    buffered, _ = soundfile.read(io.BytesIO(encode(pieces_of_signal, out(fmt))))
     np.testing.assert_array_equal(streamed, buffered)  # the same audio (Ogg serial numbers are random)
     if FORMATS[fmt].streams:
         assert len(pieces) > 1 and pulled_at[0] < pulled  # a page left before the audio was all made
@@ -107,6 +112,6 @@ def test_ogg_streams_page_by_page_and_the_rest_arrive_whole(fmt: str) -> None:
 
 def test_unknown_formats_are_refused() -> None:
     with pytest.raises(UnsupportedFormat):
-        encode(chunks(), "aiff", RATE)
+        out("aiff")
     with pytest.raises(UnsupportedFormat, match="AAC encoder.*choose one of wav, flac"):
-        encode(chunks(), "aac", RATE)
+        out("aac")
