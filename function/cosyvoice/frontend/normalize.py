@@ -15,7 +15,7 @@ import unicodedata
 
 from function.cosyvoice.frontend.fst import graphs
 from function.cosyvoice.frontend.language import Language
-from function.cosyvoice.frontend.numbers import en_cardinal, en_digits, zh_cardinal, zh_digits
+from function.cosyvoice.frontend.numbers import read_integer
 from function.cosyvoice.frontend.rules import spell_out
 
 # Full-width digits, letters and the symbols the graphs read; CJK punctuation is left alone.
@@ -64,7 +64,7 @@ def normalize(text: str, language: Language) -> str:
     # Sentence by sentence: the graphs' time grows faster than the length of their input.
     text = " ".join(_read_sentence(piece, language) for piece in _SENTENCE_END.split(text) if piece.strip())
     # Whatever the graphs left as digits is still read (upstream's spell_out_number does so for English).
-    text = _DIGITS.sub(lambda m: _read_digits(m.group(), language), text)
+    text = _DIGITS.sub(lambda m: read_integer(m.group(), language), text)
     return _clean_zh(text) if language == "zh" else _clean_en(text)
 
 
@@ -73,14 +73,6 @@ def _read_sentence(sentence: str, language: Language) -> str:
     if language == "zh" and not _DIGITS.search(sentence):
         return sentence.strip()
     return graphs(language).normalize(sentence.strip())
-
-
-def _read_digits(digits: str, language: Language) -> str:
-    # Zero-led and long strings (codes, phone numbers) are read digit by digit.
-    as_digits = (len(digits) > 1 and digits.startswith("0")) or len(digits) >= 11
-    if language == "zh":
-        return zh_digits(digits) if as_digits else zh_cardinal(digits)
-    return en_digits(digits) if as_digits else en_cardinal(digits)
 
 
 def _clean_zh(text: str) -> str:

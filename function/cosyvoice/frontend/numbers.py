@@ -1,10 +1,12 @@
 """Numbers as words: English (inflect's style, which upstream's `spell_out_number` uses) and Chinese.
 
 Only digit strings come in; the rules that decide *how* a number is read (a year, money, a dialled
-number) live in `rules`.
+number, a version) live in `rules`.
 """
 
 from __future__ import annotations
+
+from function.cosyvoice.frontend.language import Language
 
 _ONES = (
     "zero",
@@ -137,9 +139,36 @@ def zh_cardinal(digits: str) -> str:
     return "".join(out)
 
 
+def read_integer(digits: str, language: Language) -> str:
+    """A digit string as a number; zero-led and long ones (codes, phone numbers) digit by digit."""
+    as_digits = (len(digits) > 1 and digits.startswith("0")) or len(digits) >= 11
+    if language == "zh":
+        return zh_digits(digits) if as_digits else zh_cardinal(digits)
+    return en_digits(digits) if as_digits else en_cardinal(digits)
+
+
+def zh_amount(number: str) -> str:
+    """An amount before a measure word: '2' → '两', '2000' → '两千', '2.5' → '二点五', '22' → '二十二'."""
+    whole, _, fraction = number.partition(".")
+    if fraction:
+        return f"{zh_cardinal(whole)}点{zh_digits(fraction)}"
+    spoken = zh_cardinal(whole)
+    if spoken == "二" or spoken[:2] in ("二百", "二千", "二万", "二亿"):
+        return "两" + spoken[1:]
+    return spoken
+
+
 def zh_digits(digits: str) -> str:
     """'2024' → '二零二四' (years, phone numbers, decimals' fraction part)."""
     return "".join(_ZH_DIGITS[int(d)] for d in digits)
 
 
-__all__ = ["en_cardinal", "en_digits", "en_year", "zh_cardinal", "zh_digits"]
+__all__ = [
+    "en_cardinal",
+    "en_digits",
+    "en_year",
+    "read_integer",
+    "zh_amount",
+    "zh_cardinal",
+    "zh_digits",
+]

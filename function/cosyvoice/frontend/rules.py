@@ -10,15 +10,33 @@ Each rule answers one measured fault (tests/function/cosyvoice/frontend/normaliz
   four-digit numbers outside measures read as years ("1234 books" as twelve thirty four, "1905" as
   nineteen zero five), "1990s" as 1990 seconds, "5 m" as five minutes, dialled numbers ("Dial 911")
   read as amounts, "mph" after a spelled-out number left as letters.
+
+The second round (issue 25):
+- both languages: versions ("3.2.1" read 三。二点一, the first dot a sentence stop, or "three.two point
+  one"), letter+digit codes ("CA1234", "UA857", "RTX4090") read as amounts where a listener expects digit
+  by digit, power, charge, data-rate, frequency and sound units (`units`) misread or left as letters;
+- Chinese: a clock time with AM/PM said with a second period word (晚上8:00 PM as 晚上下午八点) or with
+  Latin letters left, and the day "2日" read 两日;
+- English: year pairs after "between", "in" or "since" ("between 1980 and 1989") read as amounts, and a
+  "+" before a number that empties the whole sentence in the graphs.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from function.cosyvoice.frontend.language import Language
-from function.cosyvoice.frontend.numbers import en_cardinal, en_digits, en_year, zh_cardinal, zh_digits
+from function.cosyvoice.frontend.numbers import (
+    en_cardinal,
+    en_digits,
+    en_year,
+    read_integer,
+    zh_amount,
+    zh_cardinal,
+    zh_digits,
+)
+from function.cosyvoice.frontend.units import SPELLINGS, UNITS
 
 Rule = tuple[re.Pattern[str], Callable[[re.Match[str]], str]]
 
@@ -45,8 +63,9 @@ _MONTHS = {
 _SENTENCE_AFTER = r"(?=$|\s+[A-Z\u4e00-\u9fff])"
 
 
-def _words(table: dict[str, str]) -> str:
-    return "|".join(sorted(table, key=len, reverse=True))
+def _words(words: Iterable[str]) -> str:
+    """An alternation that tries the longest word first."""
+    return "|".join(sorted(words, key=len, reverse=True))
 
 
 _SHARED: list[Rule] = [
@@ -66,6 +85,38 @@ _SHARED: list[Rule] = [
     (re.compile(r"(?<=[A-Za-z]{2})-(?=\d)"), lambda m: " "),
 ]
 
+# "3.2.1": two dots or more make a version (one makes a decimal, which the graphs read); a leading
+# four-digit part is a date ("2024.03.05"), which they read too.
+_VERSION = re.compile(r"(?<![\d.])(?!\d{4}\.)\d+(?:\.\d+){2,}(?!\.?\d)")
+
+
+def _version(point: str, language: Language) -> Callable[[re.Match[str]], str]:
+    return lambda m: point.join(read_integer(part, language) for part in m.group().split("."))
+
+
+# Capitals glued to three digits or more are a code (a flight, a room, a model), said digit by digit;
+# currency codes are amounts ("USD100").
+_CODE = re.compile(r"(?<![A-Za-z\d])(?!(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\d)([A-Z]{1,4})(\d{3,})(?![\d²³]|\.\d)")
+
+# A number and a unit symbol of `units`; a one-letter symbol (W, V) only glued to it ("5 W" may be west).
+_UNIT = re.compile(
+    r"(\b[Aa]n?\s+)?(?<![A-Za-z\d.])(\d+(?:\.\d+)?)"
+    rf"(?:\s?({_words(s for s in SPELLINGS if len(s) > 1)})|({_words(s for s in SPELLINGS if len(s) == 1)}))"
+    r"(?![A-Za-z\d²³/])"
+)
+
+
+def _zh_unit(m: re.Match[str]) -> str:
+    article, number, symbol, letter = m.groups()
+    return (article or "") + zh_amount(number) + UNITS[SPELLINGS[symbol or letter]].zh
+
+
+def _en_unit(m: re.Match[str]) -> str:
+    article, number, symbol, letter = m.groups()
+    unit = UNITS[SPELLINGS[symbol or letter]]
+    # After "a" the measure describes a noun: "a 20W charger" is a twenty watt charger.
+    return f"{article or ''}{number} {unit.en_one if article or number == '1' else unit.en_many}"
+
 
 # --- Chinese -------------------------------------------------------------------------------------------
 
@@ -81,7 +132,49 @@ _TLD = r"(?:com|cn|net|org|edu|gov|io|co|uk|hk|tw|me|info)"
 # Classifiers after which a lone 2 is 两 where the graphs write 二 ("2台电脑", "2点钟").
 _ZH_CLASSIFIERS = "个只台本杯件张位条次天岁斤米点辆头把块双瓶碗口家所门部首棵支座间份顿场"
 
+_ZH_PERIODS = (
+    "凌晨",
+    "清晨",
+    "早上",
+    "早晨",
+    "上午",
+    "中午",
+    "午后",
+    "下午",
+    "傍晚",
+    "晚上",
+    "夜里",
+    "夜间",
+    "深夜",
+    "半夜",
+)
+_ZH_CLOCK = re.compile(
+    rf"({'|'.join(_ZH_PERIODS)})?\s*(?<![\d:])(\d{{1,2}})(:\d{{2}}(?::\d{{2}})?)?\s*([AaPp])\.?[Mm]\.?(?![A-Za-z\d])"
+)
+
+
+def _zh_period(hour: int, afternoon: bool) -> str:
+    """The period word a Chinese listener hears for a 12-hour clock's hour: 8 PM is 晚上, not 下午."""
+    if afternoon:
+        return "中午" if hour == 12 else "下午" if hour < 6 else "晚上"
+    return "凌晨" if hour < 5 or hour == 12 else "早上" if hour < 9 else "上午"
+
+
+def _zh_clock(m: re.Match[str]) -> str:
+    """AM/PM becomes the period word, or goes where one is already said (上午9:30 AM is 上午九点半)."""
+    period, hour, minutes, half = m.groups()
+    if int(hour) > 12:
+        return m.group()
+    return (period or _zh_period(int(hour), half in "Pp")) + hour + (minutes or "点")
+
+
 _ZH: list[Rule] = [
+    (_VERSION, _version("点", "zh")),
+    (_UNIT, _zh_unit),
+    (_CODE, lambda m: m.group(1) + zh_digits(m.group(2))),
+    (_ZH_CLOCK, _zh_clock),
+    # The graphs read "2日" as a measure, 两日.
+    (re.compile(r"(?<=月)(\d{1,2})(?=[日号])"), lambda m: zh_cardinal(m.group(1))),
     (re.compile(rf"(?<![\d.第])2(?=[{_ZH_CLASSIFIERS}])"), lambda m: "两"),  # 第2个 is an ordinal
     (re.compile(r"\bNo\.\s*(\d+)"), lambda m: "第" + zh_cardinal(m.group(1))),
     (
@@ -148,7 +241,23 @@ def _en_four_digits(m: re.Match[str]) -> str:
     return f"{context}{en_year(digits)}" if context else en_cardinal(digits)
 
 
+_YEAR = r"(?:1[1-9]|20)\d\d"
+
+
+def _en_year_pair(m: re.Match[str]) -> str:
+    context, first, joint, second = m.groups()
+    # Years a decade or so apart; "between 1500 and 2000 people" are counts.
+    if not 0 < int(second) - int(first) < 100:
+        return m.group()
+    return f"{context} {en_year(first)} {joint} {en_year(second)}"
+
+
 _EN: list[Rule] = [
+    (_VERSION, _version(" point ", "en")),
+    (_UNIT, _en_unit),
+    (_CODE, lambda m: f"{m.group(1)} {en_digits(m.group(2))}"),
+    # The graphs drop a whole sentence with "+5" in it.
+    (re.compile(r"(?<![\w)])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
     (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
     (
@@ -165,6 +274,14 @@ _EN: list[Rule] = [
         lambda m: f"{m.group(1)} {'meter' if m.group(1) == '1' else 'meters'}",
     ),
     (re.compile(r"\b((?:1\d|20)\d0)s\b"), lambda m: _plural(en_year(m.group(1)))),
+    (
+        re.compile(
+            rf"\b(between|from|in|since)\s+({_YEAR})\s+(and|or|to|until|till|through)\s+({_YEAR})\b"
+            r"(?![.,:]?\d|\s?[°%])",
+            re.IGNORECASE,
+        ),
+        _en_year_pair,
+    ),
     (
         re.compile(
             rf"((?:{_EN_MONTH_NAMES})\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+)?"
