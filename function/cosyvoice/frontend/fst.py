@@ -81,8 +81,10 @@ class Graphs:
         return cls(language, tagger, verbalizer)
 
     def normalize(self, text: str) -> str:
-        ordered = reorder(self.tagger(text), self.language)
+        tagged = self.tagger(text)
         # A tagging that does not parse is not verbalized: the text goes on as written, not as markup.
+        # No tagging at all (the English tagger's answer to "+5 points") would drop the text: same.
+        ordered = reorder(tagged, self.language) if tagged.strip() else None
         return self.verbalizer(ordered).strip() if ordered is not None else text
 
 

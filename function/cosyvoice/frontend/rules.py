@@ -161,11 +161,12 @@ def _zh_period(hour: int, afternoon: bool) -> str:
 
 
 def _zh_clock(m: re.Match[str]) -> str:
-    """AM/PM becomes the period word, or goes where one is already said (上午9:30 AM is 上午九点半)."""
+    """AM/PM becomes the period word, or goes where one is already said (上午9:30 AM is 上午九点半) or
+    where the hour is a 24-hour clock's (13:00 PM is 十三点)."""
     period, hour, minutes, half = m.groups()
-    if int(hour) > 12:
-        return m.group()
-    return (period or _zh_period(int(hour), half in "Pp")) + hour + (minutes or "点")
+    if period is None and int(hour) <= 12:
+        period = _zh_period(int(hour), half in "Pp")
+    return (period or "") + hour + (minutes or "点")
 
 
 _ZH: list[Rule] = [

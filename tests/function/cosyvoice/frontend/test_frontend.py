@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from function.core.errors import ArtifactError
-from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
+from function.cosyvoice.frontend import TextTokenizer, fst, normalize_text, prepare_text
 from function.cosyvoice.frontend.language import is_only_punctuation, language_of
 from function.cosyvoice.frontend.normalize import normalize
-from function.cosyvoice.frontend.numbers import en_cardinal, en_year, zh_cardinal
+from function.cosyvoice.frontend.numbers import en_cardinal, en_year, read_integer, zh_amount, zh_cardinal
 from function.cosyvoice.frontend.split import MAX_UNITS, MERGE_UNITS, split_paragraph
 from function.cosyvoice.frontend.tokenizer import VOCAB_SIZE
 
@@ -131,6 +131,23 @@ def test_chinese_cardinals(digits: str, words: str) -> None:
     assert zh_cardinal(digits) == words
 
 
+def test_chinese_amounts_before_a_measure_word_say_liang() -> None:
+    assert [zh_amount(n) for n in ("2", "2000", "200", "22", "12", "2.5", "20000")] == [
+        "两",
+        "两千",
+        "两百",
+        "二十二",
+        "十二",
+        "二点五",
+        "两万",
+    ]
+
+
+def test_integers_are_read_digit_by_digit_when_zero_led_or_long() -> None:
+    assert read_integer("07", "zh") == "零七" and read_integer("12", "zh") == "十二"
+    assert read_integer("07", "en") == "zero seven" and read_integer("12345678901", "en").count(" ") == 10
+
+
 # --- normalisation -------------------------------------------------------------------------------------
 
 
@@ -150,6 +167,13 @@ def test_chinese_cardinals(digits: str, words: str) -> None:
         ("他说 你好 world wide", "他说你好world wide"),  # blanks kept only between ASCII
         ("x² + y³ = 2", "x平方加y立方等于二"),
         ("10:05到场. 再见", "十点零五分到场。再见"),
+        # The period word a 12-hour clock's hour is heard with.
+        (
+            "12:10 AM、4 AM、5 AM、8:59 AM、9 AM",
+            "凌晨十二点十分、凌晨四点、早上五点、早上八点五十九分、上午九点",
+        ),
+        ("12:30 PM、5:59 PM、6 PM、11 p.m.", "中午十二点三十分、下午五点五十九分、晚上六点、晚上十一点"),
+        ("晚上8 PM，13:00 PM", "晚上八点，十三点"),  # a 24-hour clock needs no period word
     ],
 )
 def test_chinese_normalisation(text: str, expected: str) -> None:
@@ -180,6 +204,11 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
 )
 def test_english_normalisation(text: str, expected: str) -> None:
     assert normalize(text, "en") == expected
+
+
+def test_a_sentence_the_tagger_cannot_read_goes_on_as_written() -> None:
+    # The English tagger gives nothing for "+5 points"; the sentence must not vanish.
+    assert fst.graphs("en").normalize("+5 points") == "+5 points"
 
 
 def test_language_and_punctuation_rules() -> None:
@@ -223,6 +252,13 @@ def test_prepare_text_normalises_splits_and_drops_punctuation(tokenizer: TextTok
     assert prepare_text("I paid $5!", tokenizer) == ["I paid five dollars!"]
     assert prepare_text("……", tokenizer) == [] and prepare_text("   ", tokenizer) == []
     assert prepare_text("你好。。。", tokenizer) == ["你好。"]
+
+
+def test_a_versions_dots_do_not_end_its_sentence(tokenizer: TextTokenizer) -> None:
+    assert prepare_text("请升级到3.2.1版", tokenizer) == ["请升级到三点二点一版。"]
+    assert prepare_text("Please install version 3.2.1 now", tokenizer) == [
+        "Please install version three point two point one now."
+    ]
 
 
 def test_leading_tags_go_to_every_segment(tokenizer: TextTokenizer) -> None:
