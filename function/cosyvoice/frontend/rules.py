@@ -14,7 +14,8 @@ Each rule answers one measured fault (tests/function/cosyvoice/frontend/normaliz
 The second round (issue 25):
 - both languages: versions ("3.2.1" read 三。二点一, the first dot a sentence stop, or "three.two point
   one"), letter+digit codes ("CA1234", "UA857", "RTX4090") read as amounts where a listener expects digit
-  by digit, power, charge, data-rate, frequency and sound units (`units`) misread or left as letters;
+  by digit (four in pairs in English, as "forty ninety"), and power, charge, data-rate, frequency and
+  sound units (`units`) misread or left as letters;
 - Chinese: a clock time with AM/PM said with a second period word (晚上8:00 PM as 晚上下午八点) or with
   Latin letters left, and the day "2日" read 两日;
 - English: year pairs after "between", "in" or "since" ("between 1980 and 1989") read as amounts, and a
@@ -86,12 +87,19 @@ _SHARED: list[Rule] = [
 ]
 
 # "3.2.1": two dots or more make a version (one makes a decimal, which the graphs read); a leading
-# four-digit part is a date ("2024.03.05"), which they read too.
-_VERSION = re.compile(r"(?<![\d.])(?!\d{4}\.)\d+(?:\.\d+){2,}(?!\.?\d)")
+# four-digit part is a date ("2024.03.05") and four parts of up to three digits an IP address, which
+# they read too.
+_VERSION = re.compile(r"(?<![\d.])(?!\d{4}\.|(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d))\d+(?:\.\d+){2,}(?!\.?\d)")
 
 
 def _version(point: str, language: Language) -> Callable[[re.Match[str]], str]:
-    return lambda m: point.join(read_integer(part, language) for part in m.group().split("."))
+    # A long part is a build number, said digit by digit ("10.0.19041").
+    digits = zh_digits if language == "zh" else en_digits
+
+    def part(number: str) -> str:
+        return read_integer(number, language) if len(number) <= 3 else digits(number)
+
+    return lambda m: point.join(part(number) for number in m.group().split("."))
 
 
 # Capitals glued to three digits or more are a code (a flight, a room, a model), said digit by digit;
@@ -245,6 +253,14 @@ def _en_four_digits(m: re.Match[str]) -> str:
 _YEAR = r"(?:1[1-9]|20)\d\d"
 
 
+def _en_code(m: re.Match[str]) -> str:
+    letters, digits = m.groups()
+    # Four digits are said in pairs, like a year ("RTX4090" forty ninety, "FY2024" twenty twenty-four),
+    # but "B2005" is not "two thousand and five".
+    in_pairs = len(digits) == 4 and digits[0] != "0" and not 2000 <= int(digits) < 2010
+    return f"{letters} {en_year(digits) if in_pairs else en_digits(digits)}"
+
+
 def _en_year_pair(m: re.Match[str]) -> str:
     context, first, joint, second = m.groups()
     # Years a decade or so apart; "between 1500 and 2000 people" are counts.
@@ -256,7 +272,7 @@ def _en_year_pair(m: re.Match[str]) -> str:
 _EN: list[Rule] = [
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
-    (_CODE, lambda m: f"{m.group(1)} {en_digits(m.group(2))}"),
+    (_CODE, _en_code),
     # The graphs drop a whole sentence with "+5" in it.
     (re.compile(r"(?<![\w)])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),

@@ -174,6 +174,7 @@ def test_integers_are_read_digit_by_digit_when_zero_led_or_long() -> None:
         ),
         ("12:30 PM、5:59 PM、6 PM、11 p.m.", "中午十二点三十分、下午五点五十九分、晚上六点、晚上十一点"),
         ("晚上8 PM，13:00 PM", "晚上八点，十三点"),  # a 24-hour clock needs no period word
+        ("地址192.168.1.1，版本10.0.19041", "地址一九二点一六八点一点一，版本十点零点一九零四一"),
     ],
 )
 def test_chinese_normalisation(text: str, expected: str) -> None:
@@ -199,6 +200,16 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
             "Born in nineteen ninety-nine, one thousand, nine hundred and ninety-nine people.",
         ),
         ("Call 0800 now", "Call zero eight zero zero now"),
+        # An IP address is the graphs' (a version's dots are "point"); a build number digit by digit.
+        (
+            "Connect to 10.0.0.1 on 10.0.19041",
+            "Connect to one zero dot zero dot zero dot one on ten point zero point one nine zero four one",
+        ),
+        # A code's four digits in pairs, as a year is said, but not as "two thousand and five".
+        (
+            "FY2024 and B2005 and X0123",
+            "FY twenty twenty-four and B two zero zero five and X zero one two three",
+        ),
         ("Hello，world。Really？", "Hello, world. Really?"),  # CJK punctuation in English text
     ],
 )
