@@ -7,7 +7,7 @@ measured, never tuned on.
 
 Outputs are compared as heard: case, hyphens, commas and blanks between words do not change the speech.
 
-    python -m tests.function.cosyvoice.frontend.normalize_cases   # per category, wetext alone vs ours
+    python -m tests.function.cosyvoice.frontend.normalize_cases   # per category, wetext alone vs ours; cost
 """
 
 from __future__ import annotations
@@ -505,5 +505,30 @@ def _report() -> None:
         print(f"{'all':<15}" + "".join(f"{t / len(cases):>15.1%} " for t in totals))
 
 
+def _cost(runs: int = 5) -> None:
+    """Every sentence above twice per run; each run's mean and p95 of the thread's CPU time (it counts
+    less of what other processes on a shared machine take), and their medians."""
+    import statistics
+    import time
+
+    from function.cosyvoice.frontend import load_normalizer, normalize_text
+
+    load_normalizer()
+    texts = [text for _, text, _ in TABLE + HELD_OUT + HELD_OUT_2] * 2
+    means, p95s = [], []
+    for _ in range(runs):
+        costs = []
+        for text in texts:
+            start = time.thread_time()
+            normalize_text(text)
+            costs.append(time.thread_time() - start)
+        costs.sort()
+        means.append(statistics.mean(costs) * 1e3)
+        p95s.append(costs[int(0.95 * len(costs))] * 1e3)
+    mean, p95 = statistics.median(means), statistics.median(p95s)
+    print(f"\n{len(texts)} sentences, {runs} runs: mean {mean:.2f} ms, p95 {p95:.2f} ms (medians)")
+
+
 if __name__ == "__main__":
     _report()
+    _cost()
