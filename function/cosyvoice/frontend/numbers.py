@@ -82,6 +82,12 @@ def en_digits(digits: str) -> str:
     return " ".join(_ONES[int(d)] for d in digits)
 
 
+def en_number(number: str) -> str:
+    """'2.5' → 'two point five', '1200' → 'one thousand, two hundred'."""
+    whole, _, fraction = number.partition(".")
+    return en_cardinal(whole) + (f" point {en_digits(fraction)}" if fraction else "")
+
+
 def en_year(digits: str) -> str:
     """'1999' → 'nineteen ninety-nine', '2005' → 'two thousand and five', '1900' → 'nineteen hundred'."""
     n = int(digits)
@@ -166,6 +172,7 @@ def zh_digits(digits: str) -> str:
 __all__ = [
     "en_cardinal",
     "en_digits",
+    "en_number",
     "en_year",
     "read_integer",
     "zh_amount",

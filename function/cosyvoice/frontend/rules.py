@@ -31,6 +31,7 @@ from function.cosyvoice.frontend.language import Language
 from function.cosyvoice.frontend.numbers import (
     en_cardinal,
     en_digits,
+    en_number,
     en_year,
     read_integer,
     zh_amount,
@@ -123,7 +124,8 @@ def _en_unit(m: re.Match[str]) -> str:
     article, number, symbol, letter = m.groups()
     unit = UNITS[SPELLINGS[symbol or letter]]
     # After "a" the measure describes a noun: "a 20W charger" is a twenty watt charger.
-    return f"{article or ''}{number} {unit.en_one if article or number == '1' else unit.en_many}"
+    # The number in words too: the graphs read a four-digit one left alone as a year.
+    return f"{article or ''}{en_number(number)} {unit.en_one if article or number == '1' else unit.en_many}"
 
 
 # --- Chinese -------------------------------------------------------------------------------------------
@@ -229,8 +231,7 @@ def _en_money(m: re.Match[str]) -> str:
     singular, plural, cent = _EN_CURRENCY[symbol]
     whole, _, fraction = number.partition(".")
     if scale or (fraction and (not cent or len(fraction) != 2)):
-        spoken = en_cardinal(whole) + (" point " + en_digits(fraction) if fraction else "")
-        return f"{spoken} {scale + ' ' if scale else ''}{plural}"
+        return f"{en_number(number)} {scale + ' ' if scale else ''}{plural}"
     units, cents = int(whole), int(fraction or "0")
     parts = [f"{en_cardinal(whole)} {singular if units == 1 else plural}"] if units or not cents else []
     if cents:

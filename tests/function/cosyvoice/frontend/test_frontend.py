@@ -205,6 +205,11 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
             "Connect to 10.0.0.1 on 10.0.19041",
             "Connect to one zero dot zero dot zero dot one on ten point zero point one nine zero four one",
         ),
+        # A number before a unit symbol is no year, whatever stands before it.
+        (
+            "In 1999 it used 1234 kWh.",
+            "In nineteen ninety-nine it used one thousand, two hundred and thirty-four kilowatt hours.",
+        ),
         # A code's four digits in pairs, as a year is said, but not as "two thousand and five".
         (
             "FY2024 and B2005 and X0123",
