@@ -274,8 +274,8 @@ _EN: list[Rule] = [
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
     (_CODE, _en_code),
-    # The graphs drop a whole sentence with "+5" in it.
-    (re.compile(r"(?<![\w)])\+(?=\d)"), lambda m: "plus "),
+    # The graphs drop a whole sentence with "+5" in it ("C++11" is a name).
+    (re.compile(r"(?<![\w)+])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
     (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
     (

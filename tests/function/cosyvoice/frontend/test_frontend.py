@@ -205,6 +205,7 @@ def test_chinese_normalisation(text: str, expected: str) -> None:
             "Connect to 10.0.0.1 on 10.0.19041",
             "Connect to one zero dot zero dot zero dot one on ten point zero point one nine zero four one",
         ),
+        ("Up +5 today; C++11 is old", "Up plus five today; C plus plus eleven is old"),
         # A number before a unit symbol is no year, whatever stands before it.
         (
             "In 1999 it used 1234 kWh.",
