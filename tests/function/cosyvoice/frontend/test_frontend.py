@@ -62,8 +62,9 @@ def test_encodes_text_like_whisper(tokenizer: TextTokenizer) -> None:
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
-def test_endofprompt_is_ordinary_text(tokenizer: TextTokenizer) -> None:
-    tokens = tokenizer.encode("<|endofprompt|>")
+@pytest.mark.parametrize("marker", ["<endofprompt>", "<|endofprompt|>"])
+def test_endofprompt_is_ordinary_text(tokenizer: TextTokenizer, marker: str) -> None:
+    tokens = tokenizer.encode(marker)
     assert len(tokens) > 1 and all(t < 50257 for t in tokens)
 
 
@@ -225,10 +226,13 @@ def test_prepare_text_normalises_splits_and_drops_punctuation(tokenizer: TextTok
     assert prepare_text("你好。。。", tokenizer) == ["你好。"]
 
 
-def test_leading_tags_go_to_every_segment(tokenizer: TextTokenizer) -> None:
+def test_leading_tags_stay_on_the_first_segment_only(tokenizer: TextTokenizer) -> None:
+    # v1 splits the text with the tag in it: the tag opens the first segment and no other.
     text = "<|en|> " + "This sentence is long enough to count for something real. " * 12
     segments = prepare_text(text, tokenizer)
-    assert len(segments) > 1 and all(s.startswith("<|en|>") and s.count("<|") == 1 for s in segments)
+    assert len(segments) > 1 and segments[0].startswith("<|en|>This")
+    assert all("<|" not in segment for segment in segments[1:])
+    assert prepare_text("<|en|>", tokenizer) == []
     assert normalize_text("<|zh|> 我有3个苹果,") == "<|zh|>我有三个苹果。"
 
 
