@@ -246,7 +246,7 @@ def test_frontend_import_stays_light() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("我們說話，這兒有點兒冷。", "我们说话，这儿有点儿冷。"),  # traditional → simplified, as v1's graphs do
+        ("我們說話，這兒有點兒冷。", "我们说话，这儿有点儿冷。"),  # traditional → simplified (v1)
         ("哪儿好玩儿？", "哪儿好玩儿？"),  # erhua stays: v1's frontend asks for it kept
         ("嗯，我知道了。", "嗯，我知道了。"),  # interjections stay: they are what the writer wrote
         ("你好，世界！", "你好，世界！"),  # CJK punctuation stays full width (v1 asks full_to_half=False)
