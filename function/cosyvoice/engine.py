@@ -289,7 +289,7 @@ class Engine:
     def warm_up(self) -> None:
         """Every graph once on a short input, so the first request finds mapped pages and primed kernels.
 
-        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 20 tokens per text
+        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 30 tokens per text
         token, seconds that on-demand INIT (10 s cap) and snapshot creation should not spend.
         """
         embedding = np.zeros((1, 192), dtype=np.float32)  # base models have no built-in speaker
