@@ -28,6 +28,7 @@ def linked_copy(model_dir: Path, target: Path) -> Path:
         ("CosyVoice-300M-Instruct", None, True),  # a plain directory, as released
         (SNAPSHOT, None, True),  # its resolved last name is the commit: "-Instruct" is higher up
         ("my-voice", "--instruct", True),  # huggingface-cli download --local-dir my-voice
+        ("CosyVoice-300M-Instruct-copy", "--no-instruct", False),  # the flag wins over the name
     ],
 )
 def test_exported_artifact_takes_instructions_by_layout(
