@@ -190,14 +190,16 @@ def test_erhua_and_interjections_are_kept_where_v1s_shipped_graphs_drop_them(eng
     assert engine.segments(text) == [text]
 
 
-def test_a_segment_past_the_context_is_spoken_to_its_end_where_v1_has_no_guard(engine: Engine) -> None:
-    # An unpunctuated 400-token segment: v1 would allow 30 × 400 speech tokens, past the 5000 positions its
-    # relative positions cover; here the maximum stops at the context.
+def test_an_overlong_sentence_is_cut_where_v1_keeps_it_whole(frontend: Any, engine: Engine) -> None:
+    # An unpunctuated 400-token transcript: v1 feeds it whole, allowing 30 × 400 speech tokens, far past
+    # the 5000 positions its relative positions cover; here it is cut between words into segments that fit.
     text = "and then we walked on " * 80
-    (item,) = engine.model_inputs(SynthesisOptions(text=text, speaker=SPEAKER))
-    n = item.text_tokens.shape[1]
-    assert n * V1_MAX_RATIO > engine.llm.params.max_context
-    assert (item.min_tokens, item.max_tokens) == (n * V1_MIN_RATIO, engine.llm.params.max_context - n - 2)
+    assert len(frontend.text_normalize(text, split=True)) == 1
+    inputs = engine.model_inputs(SynthesisOptions(text=text, speaker=SPEAKER))
+    assert len(inputs) > 1 and "".join(item.text for item in inputs) == text.strip() + "."
+    for item in inputs:
+        n = item.text_tokens.shape[1]
+        assert (item.min_tokens, item.max_tokens) == (n * V1_MIN_RATIO, n * V1_MAX_RATIO)
 
 
 def test_text_after_the_last_stop_mark_is_spoken_where_v1_at_2c1877a_dropped_it(

@@ -254,3 +254,21 @@ def test_frontend_import_stays_light() -> None:
 )
 def test_chinese_normalisation_options(text: str, expected: str) -> None:
     assert normalize_text(text) == expected
+
+
+def test_an_overlong_sentence_is_cut_at_commas_then_between_words(tokenizer: TextTokenizer) -> None:
+    def units(piece: str) -> int:
+        return len(tokenizer.encode(piece))
+
+    clause = "在面对挑战的时候他展现了非凡的勇气与智慧"  # 20 characters, then a comma
+    paragraph = "，".join([clause] * 20)  # 419 characters and not one stop mark
+    segments = split_paragraph(paragraph, "zh", len)
+    assert "".join(segments) == paragraph + "。" and len(segments) > 1
+    assert all(len(segment) <= MAX_UNITS for segment in segments)
+    assert all(segment.endswith(("，", "。")) for segment in segments)  # cut at the commas
+    transcript = "so we went down to the river and sat there for a while " * 40  # ~560 tokens, no marks
+    segments = split_paragraph(transcript.strip(), "en", units)
+    assert "".join(segments) == transcript.strip() + "." and len(segments) > 1
+    assert all(units(segment) <= MAX_UNITS + 1 for segment in segments)  # + the closing stop
+    short = "，".join([clause] * 5)  # 104 characters: kept whole, as upstream does
+    assert split_paragraph(short, "zh", len) == [short + "。"]
