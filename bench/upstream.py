@@ -16,6 +16,7 @@ Two departures, both in upstream's favour or neutral:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,29 @@ def _install_stand_ins() -> None:
     # mel filter bank at import time; SFT synthesis never calls it.
     reference.stub("librosa")
     reference.stub("librosa.filters", mel=None)
+    # Its tail (as released) names whisper's tokenizer and the training data processors the same way;
+    # their modules import whisper, pyarrow, torchaudio and pyworld, and synthesis calls none of them.
+    import importlib.util
+
+    for module, names in _TAIL_NAMES.items():
+        reference.stub(module, **dict.fromkeys(names, _unused))
+        parent, _, child = module.rpartition(".")
+        if importlib.util.find_spec(parent) is None:
+            reference.stub(parent)
+        setattr(importlib.import_module(parent), child, sys.modules[module])  # pydoc.locate walks attributes
+
+
+_TAIL_NAMES = {
+    "whisper.tokenizer": ("get_tokenizer",),
+    "cosyvoice.dataset.processor": (
+        "parquet_opener", "tokenize", "filter", "resample", "compute_fbank",
+        "parse_embedding", "shuffle", "sort", "batch", "padding",
+    ),
+}  # fmt: skip
+
+
+def _unused(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("a training-time function of cosyvoice.yaml, not used by synthesis")
 
 
 class UpstreamBackend:

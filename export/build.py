@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import platform
 import shutil
 import sys
@@ -147,7 +148,7 @@ def _graph_entry(path: Path, spec: GraphSpec, quantization: str, optimization: s
     return entry
 
 
-def _conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
+def conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
     """Copy a shipped graph, renaming its inputs/outputs to the contract's names by position.
 
     Upstream binds campplus and the speech tokenizer by position, so the released files' own names are not
@@ -156,11 +157,14 @@ def _conform_io_names(source: Path, target: Path, spec: GraphSpec) -> None:
     model = onnx.load(str(source))
     initializers = {t.name for t in model.graph.initializer}
     inputs = [v for v in model.graph.input if v.name not in initializers]
-    if len(inputs) != len(spec.inputs) or len(model.graph.output) != len(spec.outputs):
+    # Upstream feeds exactly these inputs by position and reads output 0: a graph with more outputs is
+    # used the same way (the rest are dropped here); one with other inputs or no output cannot be used.
+    if len(inputs) != len(spec.inputs) or len(model.graph.output) < len(spec.outputs):
         raise ContractError(
-            f"{source.name} has {len(inputs)} inputs and {len(model.graph.output)} outputs;"
-            f" expected {len(spec.inputs)} and {len(spec.outputs)}"
+            f"{source.name} has {len(inputs)} inputs and {len(model.graph.output)} outputs; upstream feeds"
+            f" {len(spec.inputs)} inputs by position and reads its first {len(spec.outputs)} output"
         )
+    del model.graph.output[len(spec.outputs) :]
     renames = {v.name: want.name for v, want in zip(inputs, spec.inputs, strict=True)}
     renames.update({v.name: want.name for v, want in zip(model.graph.output, spec.outputs, strict=True)})
     renames = {old: new for old, new in renames.items() if old != new}
@@ -182,6 +186,15 @@ class _Source:
     graphs: dict[str, onnx.ModelProto]
     parameter_bytes: int
     file_hashes: dict[str, str]
+    instruct: bool  # an -Instruct model: instructions are applied (function.shared.voices)
+
+
+def is_instruct(model_dir: Path, instruct: bool | None = None) -> bool:
+    """Whether `model_dir` holds an -Instruct model: `instruct` when given, else upstream v1's rule,
+    "-Instruct" anywhere in the path as given (so a Hugging Face cache snapshot,
+    .../models--FunAudioLLM--CosyVoice-300M-Instruct/snapshots/<sha>, counts; a renamed --local-dir
+    needs --instruct)."""
+    return instruct if instruct is not None else "-Instruct" in os.fspath(model_dir)
 
 
 def export_model(
@@ -190,9 +203,10 @@ def export_model(
     options: ExportOptions = ExportOptions(),
     force: bool = False,
     progress: Callable[[int, int, str, float], None] = _progress,
+    instruct: bool | None = None,
 ) -> ExportSummary:
     """One artifact from one model directory."""
-    return export_artifacts(model_dir, {out_dir: options}, force, progress)[0]
+    return export_artifacts(model_dir, {out_dir: options}, force, progress, instruct)[0]
 
 
 def export_artifacts(
@@ -200,11 +214,13 @@ def export_artifacts(
     targets: Mapping[Path, ExportOptions],
     force: bool = False,
     progress: Callable[[int, int, str, float], None] = _progress,
+    instruct: bool | None = None,
 ) -> list[ExportSummary]:
     """Several artifacts (e.g. fp32, int8, int4) from one pass through torch.
 
     The torch export is most of an export's time and the same for every variant; each artifact then
     quantises, optimises and writes its own copy of the fp32 graphs, which are left untouched.
+    `instruct` says whether the model is an -Instruct one (None: `is_instruct`'s rule on the path).
     """
     for options in targets.values():
         if options.llm_weights not in LLM_WEIGHT_MODES:
@@ -221,7 +237,7 @@ def export_artifacts(
     def advance(label: str) -> None:
         progress(next(steps), total_steps, label, started)
 
-    source = _export_fp32(model_dir, advance)
+    source = _export_fp32(model_dir, is_instruct(model_dir, instruct), advance)
     summaries = []
     for out_dir, options in targets.items():
         summary = _write_artifact(source, out_dir, options, force, advance)
@@ -237,7 +253,7 @@ def _artifact_steps(options: ExportOptions) -> int:
     return 3 + (options.llm_weights != "fp32") + (options.flow_weights != "fp32")
 
 
-def _export_fp32(model_dir: Path, advance: Callable[[str], None]) -> _Source:
+def _export_fp32(model_dir: Path, instruct: bool, advance: Callable[[str], None]) -> _Source:
     from export.parts import flow, hift, llm  # torch-heavy; imported when an export actually runs
 
     check_model_dir(model_dir)
@@ -249,7 +265,7 @@ def _export_fp32(model_dir: Path, advance: Callable[[str], None]) -> _Source:
     parameter_bytes += _export_part("flow", flow, config.flow, model_dir, graphs, advance)
     parameter_bytes += _export_part("hift", hift, config.hift, model_dir, graphs, advance)
     file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
-    return _Source(model_dir, config, graphs, parameter_bytes, file_hashes)
+    return _Source(model_dir, config, graphs, parameter_bytes, file_hashes, instruct)
 
 
 def _export_part(
@@ -332,12 +348,12 @@ def _write_artifact(
         for spec in OPTIONAL_GRAPHS:
             shipped = model_dir / spec.file
             if shipped.is_file():
-                _conform_io_names(shipped, staging / spec.file, spec)
+                conform_io_names(shipped, staging / spec.file, spec)
                 entries[spec.name] = _graph_entry(staging / spec.file, spec, "fp32")
         shutil.copyfile(find_asset(TOKENIZER_ASSET, model_dir), staging / TOKENIZER_ASSET)
         manifest = Manifest(
             format_version=FORMAT_VERSION,
-            source={"name": model_dir.resolve().name, "files": source.file_hashes},
+            source={"name": model_dir.name, "instruct": source.instruct, "files": source.file_hashes},
             params=config.params(),
             graphs=entries,
             weights=FileEntry(WEIGHTS_FILE, store.size, store.sha256()),  # hashed while written
@@ -370,4 +386,6 @@ __all__ = [
     "LLM_WEIGHT_MODES",
     "export_artifacts",
     "export_model",
+    "conform_io_names",
+    "is_instruct",
 ]

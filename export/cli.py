@@ -59,6 +59,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--force", action="store_true", help="replace the output directories if they exist")
     parser.add_argument(
+        "--instruct",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the model is (or is not) an -Instruct one; default: '-Instruct' in MODEL_DIR as given",
+    )
+    parser.add_argument(
         "--no-quality-report",
         action="store_true",
         help="skip measuring what quantisation costs against fp32 (LLM and flow)",
@@ -93,7 +99,7 @@ def export(args: argparse.Namespace) -> int:
             return fail("export", f"{directory} is given twice")
         targets[directory] = ExportOptions(quality_report=quality, **fields)
     try:
-        for summary in export_artifacts(args.model_dir, targets, force=args.force):
+        for summary in export_artifacts(args.model_dir, targets, force=args.force, instruct=args.instruct):
             print("\n".join(summary.lines()))
     except (ExportError, OSError) as exc:
         return fail("export", str(exc))

@@ -2,7 +2,7 @@
 
 Expected speech: the normalised segments' characters at a speaking pace (Chinese ~4.5 characters a
 second, other scripts ~12 letters or digits a second; spaces and punctuation free), so numbers count as
-the words they are read as. The model decides the real length (up to 20 speech tokens per text token):
+the words they are read as. The model decides the real length (up to 30 speech tokens per text token):
 this is the estimate used to refuse work up front; the deadline itself is enforced while synthesising.
 
 Speed: compute seconds per speech token on this instance, measured, never assumed. The warm-up gives a

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
 
@@ -44,10 +45,24 @@ from function.cosyvoice.vocoder import Vocoder
 if TYPE_CHECKING:
     from function.cosyvoice.prompt import PromptEncoder
 
-ENDOFPROMPT = "<|endofprompt|>"
+# v1's frontend_instruct closes the instruction with this plain text (not a whisper special: it encodes as
+# ordinary BPE, as the -Instruct model was trained); "<|endofprompt|>" is the v2/v3 convention.
+ENDOFPROMPT = "<endofprompt>"
 CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
 RUN_AHEAD_TOKENS = 1000  # how far the LLM may run ahead of the audio (20 s of speech; ints, so cheap)
 WARM_UP_TOKENS = 10  # enough to run every graph once; the flow's cost grows with it
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """What one text segment of a request feeds the model: upstream v1's `model_input` (frontend_sft,
+    frontend_zero_shot, frontend_cross_lingual, frontend_instruct) plus the LLM's length limits."""
+
+    text: str  # the normalised segment
+    text_tokens: np.ndarray  # [1, N] int64
+    voice: Voice  # prompt text tokens, LLM and flow embeddings, prompt speech tokens, prompt mel
+    min_tokens: int  # speech tokens drawn before EOS may end the segment
+    max_tokens: int  # speech tokens at most
 
 
 class Engine:
@@ -177,6 +192,22 @@ class Engine:
         self._segmented = (text, tuple(segments))
         return segments
 
+    def model_inputs(self, options: SynthesisOptions, only: range | None = None) -> list[ModelInput]:
+        """The model's inputs for each segment of the request (or those in `only`), as synthesis uses them.
+
+        Upstream v1 runs text_normalize(split=True) and then one frontend_* call per segment; this is that
+        seam, held against upstream's CosyVoiceFrontEnd by tests/parity/test_glue.py."""
+        voice = self.voice(options)
+        segments = self.segments(options.text)
+        inputs = []
+        for index in _chosen(len(segments), only):
+            tokens = self._tokens(segments[index])
+            min_tokens, max_tokens = self.llm.length_limits(
+                tokens.shape[1], voice.prompt_text_tokens.shape[1], voice.llm_prompt_tokens.shape[1]
+            )
+            inputs.append(ModelInput(segments[index], tokens, voice, min_tokens, max_tokens))
+        return inputs
+
     def stream(
         self, options: SynthesisOptions, deadline: Deadline | None = None, only: range | None = None
     ) -> Iterator[np.ndarray]:
@@ -186,24 +217,26 @@ class Engine:
         and stop at it (DeadlineExceeded). only: synthesise just these segments of the text (a job's
         next part), with the randomness they get in a run of the whole text."""
         options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
-        voice = self.voice(options)
+        inputs = self.model_inputs(options, only)
         segments = self.segments(options.text)
-        chosen = range(len(segments)) if only is None else range(len(segments))[only.start : only.stop]
+        chosen = _chosen(len(segments), only)
         if deadline is not None:
-            picked = [segments[index] for index in chosen]
-            self.speed.check(picked, len(options.text), self.token_rate, deadline)
+            self.speed.check([item.text for item in inputs], len(options.text), self.token_rate, deadline)
         seeds = self._seeds(options.seed)
         # Fresh generators per segment (LLM, flow noise, vocoder source): what one segment draws cannot
         # shift the next one's randomness, whatever the chunking. Spawned in segment order, up front.
         every = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
         rngs = [every[index] for index in chosen]
-        texts = [self._tokens(segments[index]) for index in chosen]
 
         def speech_tokens() -> Iterator[int | None]:
             """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
-            for text, (llm_rng, _, _) in zip(texts, rngs, strict=True):
+            for item, (llm_rng, _, _) in zip(inputs, rngs, strict=True):
                 yield from self.llm.generate(
-                    text, voice.prompt_text_tokens, voice.llm_embedding, voice.llm_prompt_tokens, llm_rng
+                    item.text_tokens,
+                    item.voice.prompt_text_tokens,
+                    item.voice.llm_embedding,
+                    item.voice.llm_prompt_tokens,
+                    llm_rng,
                 )
                 yield None
 
@@ -216,8 +249,8 @@ class Engine:
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
             counted = _CountedTokens(drawn, deadline)
             resumed = time.perf_counter()
-            for _, flow_rng, source_rng in rngs:
-                stream = SegmentStream(self.flow, self.vocoder, voice, flow_rng, source_rng)
+            for item, (_, flow_rng, source_rng) in zip(inputs, rngs, strict=True):
+                stream = SegmentStream(self.flow, self.vocoder, item.voice, flow_rng, source_rng)
                 for audio in self._segment(_until_none(counted), stream, chunked, options.speed):
                     busy += time.perf_counter() - resumed
                     yield audio
@@ -256,7 +289,7 @@ class Engine:
     def warm_up(self) -> None:
         """Every graph once on a short input, so the first request finds mapped pages and primed kernels.
 
-        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 20 tokens per text
+        The LLM is cut at WARM_UP_TOKENS: a full synthesis of even one word can run to 30 tokens per text
         token, seconds that on-demand INIT (10 s cap) and snapshot creation should not spend.
         """
         embedding = np.zeros((1, 192), dtype=np.float32)  # base models have no built-in speaker
@@ -293,6 +326,11 @@ class _CountedTokens:
         return token
 
 
+def _chosen(count: int, only: range | None) -> range:
+    """The indices of the segments `only` picks (all when None), clipped to the `count` there are."""
+    return range(count) if only is None else range(count)[only.start : only.stop]
+
+
 def _until_none(tokens: Iterator[int | None]) -> Iterator[int]:
     """The tokens up to the next None (one segment's); leaves the rest for the next segment."""
     for token in tokens:
@@ -315,4 +353,4 @@ def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
     return mel[:, :, low] * (1 - weight) + mel[:, :, high] * weight
 
 
-__all__ = ["Engine"]
+__all__ = ["ENDOFPROMPT", "Engine", "ModelInput"]

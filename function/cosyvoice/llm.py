@@ -142,6 +142,24 @@ class LLM:
         cache.append(out["new_rows"])
         return out["logp"][0]
 
+    def length_limits(self, text_len: int, prompt_text_len: int, prompt_speech_len: int) -> tuple[int, int]:
+        """(min, max) speech tokens for `text_len` text tokens after a prompt, as v1's CosyVoiceModel runs
+        the LLM: 3 to 30 per text token (prompt text not counted).
+
+        The maximum is cut where the context ends (sos, embedding, texts, task id, prompt speech, then
+        the drawn tokens): upstream has no such guard, and a long unpunctuated segment is then spoken up
+        to the context instead of refused. Only a prompt and text that fill the context alone are refused.
+        """
+        prefix = prompt_text_len + text_len + prompt_speech_len + 2
+        room = self.params.max_context - prefix
+        if room <= 0:
+            raise InvalidRequest(
+                f"prompt and text take {prefix} LLM positions, more than the {self.params.max_context}"
+                " the model supports; use a shorter prompt or text"
+            )
+        max_len = min(int(text_len * self.params.max_token_text_ratio), room)
+        return min(int(text_len * self.params.min_token_text_ratio), max_len), max_len
+
     def generate(
         self,
         text_tokens: np.ndarray,
@@ -150,28 +168,14 @@ class LLM:
         prompt_speech_tokens: np.ndarray,
         rng: np.random.Generator,
     ) -> Iterator[int]:
-        """Speech token ids until EOS or 20 per text token; at least 2 per text token (prompt text
-        not counted). EOS never comes first."""
-        text_len = int(np.asarray(text_tokens).size)
-        min_len = int(text_len * self.params.min_token_text_ratio)
-        max_len = int(text_len * self.params.max_token_text_ratio)
+        """Speech token ids until EOS or `length_limits`' maximum; EOS is redrawn before its minimum."""
+        text = np.asarray(text_tokens, dtype=np.int64).reshape(-1)
+        prompt_text = np.asarray(prompt_text_tokens, dtype=np.int64).reshape(-1)
+        prompt = np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(-1)
+        min_len, max_len = self.length_limits(text.size, prompt_text.size, prompt.size)
         if max_len == 0:
             return
-        full_text = np.concatenate(
-            [
-                np.asarray(prompt_text_tokens, dtype=np.int64).reshape(-1),
-                np.asarray(text_tokens, dtype=np.int64).reshape(-1),
-            ]
-        )
-        prompt = np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(-1)
-        if full_text.size + prompt.size + 2 + max_len > self.params.max_context:
-            raise InvalidRequest(
-                f"prompt and text need up to {full_text.size + prompt.size + 2 + max_len} LLM positions,"
-                f" more than the {self.params.max_context} the model supports; use a shorter prompt or text"
-            )
-        logp, cache = self.start(full_text, speaker_embedding, prompt)
-        logp = logp.copy()
-        logp[self.params.speech_token_size] = -np.inf  # upstream forces the first token to be speech
+        logp, cache = self.start(np.concatenate([prompt_text, text]), speaker_embedding, prompt)
         decoded: list[int] = []
         for index in range(max_len):
             if index:

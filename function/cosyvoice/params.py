@@ -21,8 +21,10 @@ class LLMParams:
     top_k: int = 25
     win_size: int = 10  # repetition-aware sampling window
     tau_r: float = 0.1
-    min_token_text_ratio: float = 2.0
-    max_token_text_ratio: float = 20.0
+    # v1's CosyVoiceModel.llm_job runs the LLM at 3..30 speech tokens per text token (its llm.py's own
+    # defaults, 2..20, are the later releases' values and never reach the released checkpoints).
+    min_token_text_ratio: float = 3.0
+    max_token_text_ratio: float = 30.0
     max_context: int = 5000  # positions the relative encoding is defined for
 
 

@@ -7,9 +7,10 @@ Clients written for OpenAI send `voice="alloy"`; CosyVoice's SFT speakers are �
 male-sounding; OpenAI itself does not say). COSYVOICE_VOICES ("alloy=中文女,onyx=中文男", see
 function.shared.settings) changes or adds entries. A built-in speaker's own name always means that speaker.
 
-Instructions: upstream CosyVoice v1 decides by the model directory's name (`-Instruct` in it), and the
-exporter keeps that name in the manifest (`source.name`), so the same rule holds here. (Speakers do
-not tell: the -Instruct release ships built-in speakers as the -SFT one does.)
+Instructions: upstream CosyVoice v1 decides by the model directory's path as given (`-Instruct` in it);
+the exporter applies that rule, or its `--instruct` / `--no-instruct` flag, and records the answer in the
+manifest (`source.instruct`). (Speakers do not tell: the -Instruct release ships built-in speakers as the
+-SFT one does.)
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ def resolve_voice(voice: str, table: Mapping[str, str], speakers: Sequence[str])
 
 
 def takes_instructions(manifest: Manifest) -> bool:
-    """Whether the model is an -Instruct one, by the exported model directory's name, as upstream decides."""
-    return "-Instruct" in str(manifest.source.get("name", ""))
+    """Whether the model is an -Instruct one, as the export recorded it. Artifacts exported before the
+    kind was recorded say it by their source directory's name."""
+    recorded = manifest.source.get("instruct")
+    return recorded if isinstance(recorded, bool) else "-Instruct" in str(manifest.source.get("name", ""))
 
 
 __all__ = [

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from export.config import load_config
+from export.config import CLASS_KEY, load_config, read_yaml
 from export.errors import ConfigError
 from export.fake import CONFIG_TEMPLATE, SIZES
 
@@ -51,3 +51,26 @@ def test_cosyvoice2_directory_is_named(tmp_path: Path) -> None:
 def test_broken_yaml_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(write_config(tmp_path, "llm: [unclosed"))
+
+
+def test_fake_yaml_has_the_released_tail(tiny_model_dir: Path) -> None:
+    # The released cosyvoice.yaml goes on past the models: the frontend's tokenizer and feature settings,
+    # the data processors, their pipeline and the training settings. The reader must keep parsing all of it.
+    raw = read_yaml(tiny_model_dir / "cosyvoice.yaml")
+    assert raw["get_tokenizer"] == {
+        CLASS_KEY: "whisper.tokenizer.get_tokenizer",
+        "multilingual": True,
+        "num_languages": 100,
+        "language": "en",
+        "task": "transcribe",
+    }
+    assert raw["allowed_special"] == "all"
+    assert raw["feat_extractor"][CLASS_KEY] == "matcha.utils.audio.mel_spectrogram"
+    processors = [step[CLASS_KEY].rsplit(".", 1)[1] for step in raw["data_pipeline"]]
+    assert processors == [
+        "parquet_opener", "tokenize", "filter", "resample", "compute_fbank",
+        "parse_embedding", "shuffle", "sort", "batch", "padding",
+    ]  # fmt: skip
+    assert raw["data_pipeline"][1]["get_tokenizer"] == raw["get_tokenizer"]  # a !ref inside a list
+    assert raw["train_conf"]["optim"] == "adam" and raw["train_conf"]["max_epoch"] == 200
+    load_config(tiny_model_dir)

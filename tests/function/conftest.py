@@ -56,15 +56,15 @@ def server(
 
 @pytest.fixture(scope="session")
 def instruct_artifact(tiny_artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny artifact as if exported from a CosyVoice-300M-Instruct directory: the manifest's source
-    name is what marks an -Instruct model (function.shared.voices.takes_instructions); the files are links."""
+    """The tiny artifact as if exported from a CosyVoice-300M-Instruct directory: the manifest's recorded
+    kind marks an -Instruct model (function.shared.voices.takes_instructions); the files are links."""
     path = tmp_path_factory.mktemp("instruct") / "artifact"
     path.mkdir()
     for file in tiny_artifact.iterdir():
         if file.name != MANIFEST_FILE:
             (path / file.name).symlink_to(file)
     manifest = json.loads((tiny_artifact / MANIFEST_FILE).read_text())
-    manifest["source"]["name"] = "CosyVoice-300M-Instruct"
+    manifest["source"].update(name="CosyVoice-300M-Instruct", instruct=True)
     (path / MANIFEST_FILE).write_text(json.dumps(manifest, ensure_ascii=False))
     return path
 

@@ -5,17 +5,15 @@ torchaudio's resampling kernel re-derived with conv1d (torchaudio is not install
 
 from __future__ import annotations
 
-import math
-import sys
-
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from bench import reference  # noqa: E402  (stubs before any matcha import)
-from function.cosyvoice.features import mel_spectrogram, resample, slaney_mel_filters, whisper_log_mel  # noqa: E402
+from function.cosyvoice.features import mel_spectrogram, resample, whisper_log_mel  # noqa: E402
 from function.cosyvoice.params import MelParams  # noqa: E402
+from tests.parity.torchaudio_reference import torchaudio_resample  # noqa: E402
+from tests.parity.upstream_frontend import matcha_mel_spectrogram  # noqa: E402
 from tests.parity.whisper_reference import load_whisper_module  # noqa: E402
 
 TOLERANCE = 1e-3
@@ -41,15 +39,7 @@ def test_whisper_log_mel_matches_whisper(tmp_path_factory: pytest.TempPathFactor
 
 @pytest.fixture(scope="module")
 def matcha_mel():  # type: ignore[no-untyped-def]
-    if "librosa" not in sys.modules:
-        reference.stub(
-            "librosa.filters",
-            mel=lambda sr, n_fft, n_mels, fmin, fmax: slaney_mel_filters(sr, n_fft, n_mels, fmin, fmax),
-        )
-        reference.stub("librosa", filters=sys.modules["librosa.filters"])
-    from matcha.utils.audio import mel_spectrogram as upstream
-
-    return upstream
+    return matcha_mel_spectrogram()
 
 
 @pytest.mark.parametrize("seconds", [1.0, 3.3])
@@ -70,24 +60,6 @@ def test_flow_mel_matches_matcha(matcha_mel, seconds: float) -> None:  # type: i
     ours = mel_spectrogram(audio, p)
     assert ours.shape == expected.shape
     assert np.abs(ours - expected).max() < TOLERANCE
-
-
-def torchaudio_resample(audio: np.ndarray, orig_rate: int, new_rate: int) -> np.ndarray:
-    """torchaudio.functional.resample (sinc_interp_hann, width 6, rolloff 0.99): a kernel bank of one
-    filter per output phase applied with conv1d at stride orig, as torchaudio builds it."""
-    common = math.gcd(orig_rate, new_rate)
-    orig, new = orig_rate // common, new_rate // common
-    base = min(orig, new) * 0.99
-    width = math.ceil(6 * orig / base)
-    idx = torch.arange(-width, width + orig, dtype=torch.float64)[None, None] / orig
-    t = (torch.arange(0, -new, -1, dtype=torch.float64)[:, None, None] / new + idx) * base
-    t = t.clamp(-6, 6)
-    window = torch.cos(t * math.pi / 12) ** 2
-    t = t * math.pi
-    kernels = torch.where(t == 0, torch.tensor(1.0, dtype=torch.float64), t.sin() / t) * window * base / orig
-    x = torch.nn.functional.pad(torch.from_numpy(audio.astype(np.float64))[None, None], (width, width + orig))
-    out = torch.nn.functional.conv1d(x, kernels, stride=orig).transpose(1, 2).reshape(-1)
-    return out[: math.ceil(new * len(audio) / orig)].numpy()
 
 
 @pytest.mark.parametrize(

@@ -11,17 +11,20 @@ from function.cosyvoice.frontend.normalize import normalize
 from function.cosyvoice.frontend.split import split_paragraph
 from function.cosyvoice.frontend.tokenizer import TextTokenizer
 
-# Leading special tags such as "<|en|>" (v1 cross-lingual) belong to every segment and are not normalised.
+# Leading special tags such as "<|en|>" (v1 cross-lingual) are not normalised. As in v1, they stay where
+# they were written: at the start of the first segment (and count in its length), not on every segment.
 _LEADING_TAGS = re.compile(r"^(?:\s*<\|[^<>|\s]+\|>)+")
 
 
 def prepare_text(text: str, tokenizer: TextTokenizer) -> list[str]:
     """Normalised segments ready to tokenize; punctuation-only pieces are dropped."""
     tags, body = _peel_tags(text)
+    if not body:
+        return []
     language = language_of(body)
     units = len if language == "zh" else (lambda piece: len(tokenizer.encode(piece)))
-    segments = split_paragraph(normalize(body, language), language, units)
-    return [tags + segment for segment in segments if not is_only_punctuation(segment)]
+    segments = split_paragraph(tags + normalize(body, language), language, units)
+    return [segment for segment in segments if not is_only_punctuation(segment.removeprefix(tags))]
 
 
 def normalize_text(text: str) -> str:

@@ -33,8 +33,14 @@ def _graph_file(language: Language, name: str) -> str:
     return f"fsts/{language}/tn/{name}.fst"
 
 
+# v1's WeTextProcessing graphs write traditional characters as simplified ones before tagging; wetext ships
+# that step as a graph of its own.
+TRADITIONAL_TO_SIMPLE = "fsts/traditional_to_simple.fst"
 # The wheel's graphs this package reads; the deployment zip ships these and drops the others.
-GRAPH_FILES = tuple(_graph_file(language, name) for language in get_args(Language) for name in _GRAPH_NAMES)
+GRAPH_FILES = (
+    *(_graph_file(language, name) for language in get_args(Language) for name in _GRAPH_NAMES),
+    TRADITIONAL_TO_SIMPLE,
+)
 
 # Fields the verbalizers read in a fixed order whatever order the tagger wrote them in (wetext's
 # TN_ORDERS and EN_TN_ORDERS); `preserve_order: "true"` in a token keeps the tagger's order.
@@ -128,10 +134,28 @@ def graphs(language: Language) -> Graphs:
         return _graphs[language]
 
 
+_simplifier_lock = threading.Lock()
+_simplifier: list[kaldifst.TextNormalizer] = []  # read on first use
+
+
+def simplified(text: str) -> str:
+    """`text` with traditional Chinese characters written as simplified ones (这兒 → 这儿)."""
+    with _simplifier_lock:
+        if not _simplifier:
+            import kaldifst
+
+            path = wheel_root() / TRADITIONAL_TO_SIMPLE
+            if not path.is_file():
+                raise MissingGraphs(f"{path} is missing: the installed wetext wheel is incomplete")
+            _simplifier.append(kaldifst.TextNormalizer(str(path)))
+        return _simplifier[0](text)
+
+
 def load() -> None:
     """Every language's graphs, read now (or joined, where `preload` is reading them)."""
     for language in get_args(Language):
         graphs(language)
+    simplified("")
 
 
 def _read_quietly() -> None:
@@ -154,5 +178,6 @@ __all__ = [
     "load",
     "preload",
     "reorder",
+    "simplified",
     "wheel_root",
 ]

@@ -1,7 +1,10 @@
 """Text normalisation for v1: what the model is asked to say.
 
 Upstream runs `ttsfrd` (closed) or `wetext` and then a few string rules (`cosyvoice/cli/frontend.py`
-text_normalize). Here: the input is made half-width, `rules.spell_out` writes out what WeText's graphs
+text_normalize). Here: Chinese is written in simplified characters (as v1's WeTextProcessing graphs
+do), erhua and interjections are kept as written (v1's graphs drop them, although its frontend asks
+for erhua to be kept), the input is made half-width except CJK punctuation (v1 asks for no full → half
+width conversion), `rules.spell_out` writes out what WeText's graphs
 misread, the graphs (`fst`) read the rest (numbers, dates, times, units, phone numbers, money, e-mail),
 any digits still left are read as numbers, and upstream's clean-up follows as it is: Chinese drops
 newlines and blanks between CJK characters, reads ²/³, turns "." into "。" and " - " into "，", removes
@@ -13,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from function.cosyvoice.frontend.fst import graphs
+from function.cosyvoice.frontend.fst import graphs, simplified
 from function.cosyvoice.frontend.language import Language
 from function.cosyvoice.frontend.numbers import read_integer
 from function.cosyvoice.frontend.rules import spell_out
@@ -58,6 +61,8 @@ _BLANKS = re.compile(r"\s+")
 
 def normalize(text: str, language: Language) -> str:
     text = unicodedata.normalize("NFC", text).translate(_HALF_WIDTH)
+    if language == "zh":
+        text = simplified(text)
     if language == "en":
         text = text.translate(_EN_PUNCTUATION)
     text = spell_out(text, language)

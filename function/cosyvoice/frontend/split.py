@@ -3,10 +3,16 @@
 Sentences end at the language's stop marks (a closing quote right after one stays with its sentence);
 sentences are packed into segments of about `MIN_UNITS`..`MAX_UNITS` units (characters for Chinese,
 text tokens for English), and a tail shorter than `MERGE_UNITS` joins the previous segment.
+
+Unlike upstream, a sentence longer than `LONG_UNITS` (an unpunctuated transcript, a comma-only
+paragraph) is first cut at its commas, and what is still too long at its spaces (or, without any,
+every `MAX_UNITS` characters): upstream keeps it whole, and its speech can then outrun the LLM's
+5000-position context (about 300 Chinese characters of speech at a slow pace).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from function.cosyvoice.frontend.language import Language
@@ -16,6 +22,8 @@ MIN_UNITS = 60  # token_min_n
 MERGE_UNITS = 20  # merge_len
 STOPS: dict[Language, str] = {"zh": "。？！；：、.?!;", "en": ".?!;:"}  # comma_split=False
 CLOSING_QUOTES = '"”'
+LONG_UNITS = 300  # a sentence longer than this is cut into pieces (see the module docstring)
+COMMAS = "，,"
 
 
 def split_paragraph(text: str, language: Language, units: Callable[[str], int]) -> list[str]:
@@ -39,7 +47,7 @@ def split_paragraph(text: str, language: Language, units: Callable[[str], int]) 
             start = i + 2
     segments: list[str] = []
     current = ""
-    for sentence in sentences:
+    for sentence in (piece for whole in sentences for piece in _pieces(whole, units)):
         if units(current + sentence) > MAX_UNITS and units(current) > MIN_UNITS:
             segments.append(current)
             current = ""
@@ -52,4 +60,24 @@ def split_paragraph(text: str, language: Language, units: Callable[[str], int]) 
     return segments
 
 
-__all__ = ["MAX_UNITS", "MERGE_UNITS", "MIN_UNITS", "split_paragraph"]
+def _pieces(sentence: str, units: Callable[[str], int]) -> list[str]:
+    """`sentence` itself, or, if longer than LONG_UNITS, cut after its commas and then between words."""
+    if units(sentence) <= LONG_UNITS:
+        return [sentence]
+    pieces = []
+    for clause in re.findall(rf"[^{COMMAS}]+[{COMMAS}]*|[{COMMAS}]+", sentence):
+        if units(clause) <= LONG_UNITS:
+            pieces.append(clause)
+            continue
+        words = re.findall(r"\s*\S+", clause) if " " in clause.strip() else list(clause)
+        piece = ""
+        for word in words:
+            if piece and units(piece + word) > MAX_UNITS:
+                pieces.append(piece)
+                piece = ""
+            piece += word
+        pieces.append(piece)
+    return pieces
+
+
+__all__ = ["LONG_UNITS", "MAX_UNITS", "MERGE_UNITS", "MIN_UNITS", "split_paragraph"]

@@ -39,7 +39,7 @@ from function.cosyvoice.engine import Engine
 from function.cosyvoice.frontend import prepare_text
 from function.cosyvoice.vocoder import SourceState, Vocoder
 
-TEXT = "Hello there, how are you today? I am fine."  # 14 text tokens → up to 280 speech tokens, 4 chunks
+TEXT = "Hello there, how are you today? I am fine."  # 14 text tokens → 42 to 420 speech tokens
 SHORT = "Good morning."
 LONG_TEXT = " ".join(  # several text segments
     f"Sentence number {word} is here to make the text long enough for several segments."
@@ -183,7 +183,8 @@ def test_every_mode_streamed_and_whole(
     whole, whole_tokens = run(engine, spy, **options)
     streamed, streamed_tokens = run(engine, spy, stream=True, **options)
 
-    assert len(whole) == 1 and len(streamed) >= 3
+    # At least 42 tokens (3 per text token) are drawn: past the first chunk's 25 + 10, so two chunks or more.
+    assert len(whole) == 1 and len(streamed) >= 2
     assert streamed_tokens == whole_tokens and len(whole_tokens[0]) > 0
     n = expected_samples(engine, whole_tokens)
     assert sum(len(chunk) for chunk in streamed) == len(whole[0]) == n
@@ -473,3 +474,34 @@ def test_text_over_the_edge_limit_is_refused_up_front() -> None:
     with pytest.raises(TextTooLong, match="150 characters, the limit is 100"):
         options.validated(max_text_chars=100)
     assert options.validated(max_text_chars=200) is options
+
+
+def test_instruction_ends_with_v1s_plain_endofprompt(engine: Engine) -> None:
+    # v1's frontend_instruct tokenizes normalize(instruction) + '<endofprompt>' (ordinary BPE text).
+    options = SynthesisOptions(text="Hello there.", speaker="英文女", instruct="Speak slowly.")
+    voice = engine.voice(options)
+    expected = engine.tokenizer.encode("Speak slowly.<endofprompt>")
+    assert voice.prompt_text_tokens.tolist() == [expected]
+    assert voice.llm_embedding.shape == (0, 192)
+
+
+def test_model_inputs_are_what_synthesis_feeds_the_llm(
+    engine: Engine, spy: GenerateSpy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=4.0))  # short
+    text = "This first sentence is long enough to stand alone as a segment of its own, truly. " * 6
+    options = SynthesisOptions(text=text, speaker="英文男", instruct="Calm.", seed=3)
+    inputs = engine.model_inputs(options)
+    assert len(inputs) == len(engine.segments(text)) > 1
+    fed: list[tuple[Any, ...]] = []
+    original = spy._generate
+    spy._generate = lambda *args: (fed.append(args), original(*args))[1]  # type: ignore[method-assign]
+    list(engine.stream(options))
+    assert len(fed) == len(inputs)
+    for args, item in zip(fed, inputs, strict=True):
+        np.testing.assert_array_equal(args[0], item.text_tokens)
+        np.testing.assert_array_equal(args[1], item.voice.prompt_text_tokens)
+        np.testing.assert_array_equal(args[2], item.voice.llm_embedding)
+        n = item.text_tokens.shape[1]
+        assert (item.min_tokens, item.max_tokens) == (3 * n, 4 * n)
+    assert [item.text for item in engine.model_inputs(options, range(1, 2))] == [inputs[1].text]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from function.core.errors import InvalidRequest
 from function.cosyvoice.llm import CACHE_BLOCK, LLM, DecoderCache, decode_threads
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
@@ -135,27 +136,53 @@ def generate(llm: LLM, text_len: int, prompt_text_len: int = 0, seed: int = 0) -
     )
 
 
-def test_generation_stops_at_eos_only_after_twice_the_text() -> None:
+def test_generation_stops_at_eos_only_after_three_times_the_text() -> None:
     llm, prefill, decode = fake_llm(eos_prob=0.95)
     for seed in range(5):
         tokens = generate(llm, text_len=3, prompt_text_len=4, seed=seed)
-        assert len(tokens) == 6  # min 2 per text token (prompt text not counted), then EOS wins
+        assert len(tokens) == 9  # v1's min 3 per text token (prompt text not counted), then EOS wins
         assert EOS not in tokens
     assert prefill.calls[0]["text_tokens"].shape == (1, 7)
     prefix = 1 + 7 + 1 + 1  # sos, speaker, text, task id
     assert decode.past_lens[:5] == list(range(prefix, prefix + 5))
 
 
-def test_generation_is_capped_at_twenty_per_text_token() -> None:
+def test_generation_is_capped_at_thirty_per_text_token() -> None:
     llm, _, _ = fake_llm(eos_prob=0.0)
-    assert len(generate(llm, text_len=2)) == 40
+    assert len(generate(llm, text_len=2)) == 60  # v1's CosyVoiceModel: max_token_text_ratio=30
 
 
-def test_first_token_is_never_eos() -> None:
-    llm, _, _ = fake_llm(eos_prob=0.9999)
-    params = LLMParams(speech_token_size=EOS, min_token_text_ratio=0.0)
-    llm.params = params
-    assert len(generate(llm, text_len=1)) == 1
+def test_v1_length_ratios_are_the_defaults() -> None:
+    assert (LLMParams().min_token_text_ratio, LLMParams().max_token_text_ratio) == (3.0, 30.0)
+
+
+def test_a_segment_longer_than_the_context_allows_is_spoken_up_to_the_context() -> None:
+    # 300 text tokens would allow 9000 speech tokens: upstream has no refusal, so the cap is the context.
+    llm, prefill, _ = fake_llm(eos_prob=0.0)
+    llm.params = LLMParams(**{**vars(PARAMS), "max_context": 400})
+    assert llm.length_limits(300, 20, 30) == (48, 48)
+    assert len(generate(llm, text_len=300, prompt_text_len=20)) == 400 - (300 + 20 + 2)
+    assert prefill.calls[0]["text_tokens"].shape == (1, 320)
+
+
+def test_a_prompt_and_text_that_fill_the_context_alone_are_refused() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.0)
+    llm.params = LLMParams(**{**vars(PARAMS), "max_context": 400})
+    with pytest.raises(InvalidRequest, match="402 LLM positions"):
+        llm.length_limits(380, 20, 0)
+
+
+def test_eos_stays_in_the_first_nucleus_and_is_redrawn() -> None:
+    # v1 keeps EOS in the nucleus before min_len and draws again when it comes up; masking EOS first
+    # would widen the nucleus to the third token. EOS 0.5, token 0 0.35, token 1 0.15, top_p 0.8: the
+    # nucleus is {EOS, 0}, so the first token is always 0.
+    probs = np.zeros(EOS + 1, dtype=np.float32)
+    probs[[EOS, 0, 1]] = [0.5, 0.35, 0.15]
+    with np.errstate(divide="ignore"):
+        logp = np.log(probs)
+    llm = LLM(FakePrefill(logp), FakeDecode(logp), FakePositions(), PARAMS)  # type: ignore[arg-type]
+    first = {generate(llm, text_len=1, seed=seed)[0] for seed in range(40)}
+    assert first == {0}
 
 
 class DistancePositions:

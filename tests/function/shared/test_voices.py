@@ -82,12 +82,14 @@ def test_a_voice_mapped_to_a_missing_speaker_says_so() -> None:
 @pytest.mark.parametrize(
     ("source", "instruct"),
     [
-        ({"name": "CosyVoice-300M-Instruct"}, True),
+        ({"name": "CosyVoice-300M-Instruct"}, True),  # exported before the kind was recorded
         ({"name": "CosyVoice-300M-SFT"}, False),
         ({"name": "CosyVoice-300M"}, False),
         ({}, False),
+        ({"name": "0f1e2d3c", "instruct": True}, True),  # an HF snapshot's directory name
+        ({"name": "cv-Instruct-copy", "instruct": False}, False),  # --no-instruct wins
     ],
 )
-def test_instructions_follow_the_exported_directory_name(source: dict[str, Any], instruct: bool) -> None:
+def test_instructions_follow_the_recorded_kind(source: dict[str, Any], instruct: bool) -> None:
     manifest: Any = SimpleNamespace(source=source)
     assert takes_instructions(manifest) is instruct

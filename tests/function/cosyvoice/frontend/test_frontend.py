@@ -62,8 +62,9 @@ def test_encodes_text_like_whisper(tokenizer: TextTokenizer) -> None:
     assert tokenizer.decode(tokenizer.encode(text)) == text
 
 
-def test_endofprompt_is_ordinary_text(tokenizer: TextTokenizer) -> None:
-    tokens = tokenizer.encode("<|endofprompt|>")
+@pytest.mark.parametrize("marker", ["<endofprompt>", "<|endofprompt|>"])
+def test_endofprompt_is_ordinary_text(tokenizer: TextTokenizer, marker: str) -> None:
+    tokens = tokenizer.encode(marker)
     assert len(tokens) > 1 and all(t < 50257 for t in tokens)
 
 
@@ -278,10 +279,13 @@ def test_a_versions_dots_do_not_end_its_sentence(tokenizer: TextTokenizer) -> No
     ]
 
 
-def test_leading_tags_go_to_every_segment(tokenizer: TextTokenizer) -> None:
+def test_leading_tags_stay_on_the_first_segment_only(tokenizer: TextTokenizer) -> None:
+    # v1 splits the text with the tag in it: the tag opens the first segment and no other.
     text = "<|en|> " + "This sentence is long enough to count for something real. " * 12
     segments = prepare_text(text, tokenizer)
-    assert len(segments) > 1 and all(s.startswith("<|en|>") and s.count("<|") == 1 for s in segments)
+    assert len(segments) > 1 and segments[0].startswith("<|en|>This")
+    assert all("<|" not in segment for segment in segments[1:])
+    assert prepare_text("<|en|>", tokenizer) == []
     assert normalize_text("<|zh|> 我有3个苹果,") == "<|zh|>我有三个苹果。"
 
 
@@ -290,3 +294,34 @@ def test_frontend_import_stays_light() -> None:
     code = f"import sys, function.cosyvoice.frontend; print(sorted({heavy} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("我們說話，這兒有點兒冷。", "我们说话，这儿有点儿冷。"),  # traditional → simplified (v1)
+        ("哪儿好玩儿？", "哪儿好玩儿？"),  # erhua stays: v1's frontend asks for it kept
+        ("嗯，我知道了。", "嗯，我知道了。"),  # interjections stay: they are what the writer wrote
+        ("你好，世界！", "你好，世界！"),  # CJK punctuation stays full width (v1 asks full_to_half=False)
+    ],
+)
+def test_chinese_normalisation_options(text: str, expected: str) -> None:
+    assert normalize_text(text) == expected
+
+
+def test_an_overlong_sentence_is_cut_at_commas_then_between_words(tokenizer: TextTokenizer) -> None:
+    def units(piece: str) -> int:
+        return len(tokenizer.encode(piece))
+
+    clause = "在面对挑战的时候他展现了非凡的勇气与智慧"  # 20 characters, then a comma
+    paragraph = "，".join([clause] * 20)  # 419 characters and not one stop mark
+    segments = split_paragraph(paragraph, "zh", len)
+    assert "".join(segments) == paragraph + "。" and len(segments) > 1
+    assert all(len(segment) <= MAX_UNITS for segment in segments)
+    assert all(segment.endswith(("，", "。")) for segment in segments)  # cut at the commas
+    transcript = "so we went down to the river and sat there for a while " * 40  # ~560 tokens, no marks
+    segments = split_paragraph(transcript.strip(), "en", units)
+    assert "".join(segments) == transcript.strip() + "." and len(segments) > 1
+    assert all(units(segment) <= MAX_UNITS + 1 for segment in segments)  # + the closing stop
+    short = "，".join([clause] * 5)  # 104 characters: kept whole, as upstream does
+    assert split_paragraph(short, "zh", len) == [short + "。"]
