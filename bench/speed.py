@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import cost
 from bench.config import BenchConfig
 from bench.stages import CONTEXTS
 from bench.tables import Table, median, plain, ratio, seconds
@@ -54,8 +55,11 @@ def run(config: BenchConfig, texts: tuple[str, ...]) -> tuple[dict[str, Any], li
         )
         results[label] = child.data
         print(f"speed {label}: done in {seconds(child.ended - child.spawned)}", flush=True)
-    return {"variants": results, "missing": missing, "workload": workload["texts"]}, [
-        table(results, texts, workload, missing, config.runs)
+    memory_mb = cost.template_memory_mb()
+    rtfs = {label: _rtf(_runs(data, STREAM_TEXT)) for label, data in results.items()}
+    return {"variants": results, "missing": missing, "workload": workload["texts"], "memory_mb": memory_mb}, [
+        table(results, texts, workload, missing, config.runs),
+        cost.table({label: rtf for label, rtf in rtfs.items() if label.startswith("ours")}, memory_mb),
     ]
 
 
