@@ -268,3 +268,15 @@ def test_cost_table_prices_each_measured_variant_beside_the_hosted_voices() -> N
     assert rows["Amazon Polly Neural"][1:] == ("$16.00",) * 4
     assert rows["OpenAI tts-1"][1] == "$15.00"
     assert 2048 <= template_memory_mb() <= 10240  # the template's MinValue..MaxValue
+
+
+def test_negative_durations_read_like_positive_ones() -> None:
+    """A chunk that came late has a negative margin: seconds past one read in seconds, not ms."""
+    from bench.tables import seconds
+
+    assert (seconds(-0.5), seconds(-6.67), seconds(0.25), seconds(2.0)) == (
+        "-500 ms",
+        "-6.67 s",
+        "250 ms",
+        "2.00 s",
+    )
