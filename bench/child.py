@@ -88,6 +88,7 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
             )
         texts[name] = runs
     floor = backend.decode_floor() if backend.name == "ours" else None  # the weights are the same
+    arithmetic = backend.arithmetic_floor() if backend.name == "ours" else None
     # Streaming last: upstream's LLM thread cannot be stopped once started, so nothing may run after it.
     # Ours streams to the end (its busy stages overlap there); upstream only to its first chunk, as its
     # whole streamed run would take minutes.
@@ -109,6 +110,7 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
         "first_chunk": {args.stream_text: first_chunk},
         "streamed": {args.stream_text: streamed},
         "floor": floor,
+        "arithmetic": arithmetic,
         "exit_now": True,
     }
 

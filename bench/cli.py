@@ -1,6 +1,7 @@
 """The bench's commands, registered the way function.cli.base registers every package's commands.
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
+    chunks                                the first streamed chunk's size, chunk by chunk (ours only)
     load                                  health probes while `serve` is saturated (loopback)
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
@@ -16,6 +17,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from bench.chunks import FIRST_SIZES
 from bench.config import FULL, ROOT, BenchConfig
 from bench.tables import Table, seconds
 from bench.workload import TEXTS
@@ -69,6 +71,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="server settings (default: one one-thread slot and two queue places)",
     )
     load.set_defaults(run=probe_under_load)
+    chunks = commands.add_parser("chunks", help="first streamed chunk's size, chunk by chunk (ours only)")
+    chunks.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    chunks.add_argument("--sizes", default=",".join(map(str, FIRST_SIZES)), help="first-chunk sizes, tokens")
+    chunks.add_argument("--runs", type=int, default=3, help="streamed runs per size, alternating sizes")
+    chunks.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
+    chunks.set_defaults(run=first_chunk_sizes)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -93,6 +101,21 @@ def probe_under_load(args: argparse.Namespace) -> int:
         return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
     settings = dict(item.split("=", 1) for item in args.set)
     print(load.run(args.code.resolve(), args.artifacts.resolve(), settings).render())
+    return 0
+
+
+def first_chunk_sizes(args: argparse.Namespace) -> int:
+    from bench import chunks
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    try:
+        sizes = [int(size) for size in args.sizes.split(",")]
+    except ValueError:
+        return fail("bench", f"--sizes must be comma-separated token counts, got {args.sizes!r}")
+    if not sizes or min(sizes) < 1 or args.runs < 1:
+        return fail("bench", "--sizes must be positive token counts and --runs at least 1")
+    print(chunks.run(args.artifacts, sizes, args.runs, args.threads).render())
     return 0
 
 

@@ -60,6 +60,13 @@ class OursBackend:
 
         return measure(self.artifact_dir, self.threads or available_cpus())
 
+    def arithmetic_floor(self) -> dict[str, Any]:
+        """The flow's and the vocoder's multiply-adds over this CPU's GEMM rates (bench.arithmetic)."""
+        from bench.arithmetic import measure
+        from function.cosyvoice.graphs import available_cpus
+
+        return measure(self.artifact_dir, self.threads or available_cpus())
+
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine
         engine.llm.generate = times.timed_tokens(engine.llm.generate, _prefix_length)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import cost
 from bench.config import BenchConfig
 from bench.stages import CONTEXTS
 from bench.tables import Table, median, plain, ratio, seconds
@@ -54,8 +55,11 @@ def run(config: BenchConfig, texts: tuple[str, ...]) -> tuple[dict[str, Any], li
         )
         results[label] = child.data
         print(f"speed {label}: done in {seconds(child.ended - child.spawned)}", flush=True)
-    return {"variants": results, "missing": missing, "workload": workload["texts"]}, [
-        table(results, texts, workload, missing, config.runs)
+    memory_mb = cost.template_memory_mb()
+    rtfs = {label: _rtf(_runs(data, STREAM_TEXT)) for label, data in results.items()}
+    return {"variants": results, "missing": missing, "workload": workload["texts"], "memory_mb": memory_mb}, [
+        table(results, texts, workload, missing, config.runs),
+        cost.table({label: rtf for label, rtf in rtfs.items() if label.startswith("ours")}, memory_mb),
     ]
 
 
@@ -117,6 +121,15 @@ def table(
         )
     for stage in ("llm", "flow", "vocoder"):
         add(f"{stage} s per audio s", {n: _per_audio_second(r, stage) for n, r in all_runs.items()}, plain)
+        if stage == "llm":
+            continue
+        floors = {n: _arithmetic_floor(d, stage) for n, d in results.items()}
+        add(f"… {stage} arithmetic floor, s per audio s", floors, plain)
+        add(
+            f"… {stage} ÷ its floor",
+            {n: _over(_per_audio_second(all_runs[n], stage), floors[n]) for n in results},
+            _times,
+        )
     streamed = {n: _streamed(d) for n, d in results.items()}
     add(f"RTF streamed, {STREAM_TEXT}", {n: _rtf([r]) if r else None for n, r in streamed.items()}, plain)
     add(
@@ -131,8 +144,11 @@ def table(
     )
     result.notes.append(
         "floor: a prepacked fp32 GEMV chain over as many bytes as one decode step's weights, same threads,"
-        " same run (bench/floor.py); stage busy time is each stage's own wall time, so with the LLM on its"
-        " own thread their sum exceeds the request's wall time"
+        " same run (bench/floor.py); arithmetic floor: the stage's matrix-product and convolution"
+        " multiply-adds per audio second, counted from a profiled run of its graphs, over this CPU's"
+        " prepacked GEMM rate at each product's precision (fp32, or int8 for quantised MatMuls), same"
+        " threads, same run (bench/arithmetic.py); stage busy time is each stage's own wall time, so"
+        " with the LLM on its own thread their sum exceeds the request's wall time"
     )
     result.notes += missing
     if any(label not in FULL_TEXT_VARIANTS for label in labels):
@@ -153,8 +169,16 @@ def _floor_ms(data: dict[str, Any]) -> float | None:
 
 
 def _over_floor(step_ms: float | None, data: dict[str, Any]) -> float | None:
-    floor = _floor_ms(data)
-    return step_ms / floor if step_ms is not None and floor else None
+    return _over(step_ms, _floor_ms(data))
+
+
+def _arithmetic_floor(data: dict[str, Any], stage: str) -> float | None:
+    arithmetic = data.get("arithmetic")
+    return arithmetic["seconds"][stage] if arithmetic else None
+
+
+def _over(measured: float | None, floor: float | None) -> float | None:
+    return measured / floor if measured is not None and floor else None
 
 
 def _streamed(data: dict[str, Any]) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ class Table:
 def seconds(value: float | None) -> str:
     if value is None:
         return "–"
-    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value * 1000:.0f} ms" if abs(value) < 1 else f"{value:.2f} s"
 
 
 def mib(value: float | None) -> str:

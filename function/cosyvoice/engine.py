@@ -90,6 +90,7 @@ class Engine:
         self._entropy = np.random.SeedSequence()
         self._segmented: tuple[str, tuple[str, ...]] | None = None  # the last text and its segments
         self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
+        self.chunk_tokens = CHUNK_TOKENS  # a streamed segment's chunk sizes, settable to try others
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
@@ -273,7 +274,7 @@ class Engine:
         start, chunk_index = 0, 0
         for token in generated:
             collected.append(token)
-            size = CHUNK_TOKENS[min(chunk_index, len(CHUNK_TOKENS) - 1)]
+            size = self.chunk_tokens[min(chunk_index, len(self.chunk_tokens) - 1)]
             if len(collected) >= start + size + TOKEN_LOOKAHEAD:
                 tokens = np.asarray([collected], dtype=np.int64)
                 yield stream.chunk(tokens, start, start + size, final=False)

@@ -50,7 +50,9 @@ def available_cpus() -> int:
     return max(1, count)
 
 
-def session_options(threads: int, prepack: bool) -> ort.SessionOptions:
+def session_options(threads: int, prepack: bool, profile_prefix: str | None = None) -> ort.SessionOptions:
+    """Options every graph's session shares; `profile_prefix` turns on onnxruntime's per-node profile
+    (what bench.arithmetic counts multiply-adds from), written by `session.end_profiling()`."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -61,6 +63,9 @@ def session_options(threads: int, prepack: bool) -> ort.SessionOptions:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return options
 
 
@@ -77,9 +82,14 @@ def _weight_views(artifact: Artifact, entry: GraphEntry) -> list[tuple[str, ort.
 
 
 def _create_session(
-    artifact: Artifact, entry: GraphEntry, views: list[tuple[str, ort.OrtValue]], threads: int | None
+    artifact: Artifact,
+    entry: GraphEntry,
+    views: list[tuple[str, ort.OrtValue]],
+    threads: int | None,
+    profile_prefix: str | None,
 ) -> ort.InferenceSession:
-    options = session_options(threads or available_cpus(), prepack=entry.quantization in _PREPACKED)
+    prepack = entry.quantization in _PREPACKED
+    options = session_options(threads or available_cpus(), prepack, profile_prefix)
     if entry.optimization == "extended":  # optimised at export: nothing left to rewrite, skip the passes
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     for name, value in views:
@@ -112,12 +122,17 @@ class Graph:
 
     @classmethod
     def load(
-        cls, artifact: Artifact, name: str, threads: int | None = None, spec: GraphSpec | None = None
+        cls,
+        artifact: Artifact,
+        name: str,
+        threads: int | None = None,
+        spec: GraphSpec | None = None,
+        profile_prefix: str | None = None,
     ) -> Graph:
         """The artifact's graph `name`, bound to `spec` (default: the contract's spec of that name)."""
         entry = artifact.graph(name)
         views = _weight_views(artifact, entry)
-        session = _create_session(artifact, entry, views, threads)
+        session = _create_session(artifact, entry, views, threads, profile_prefix)
         return cls(session, spec or GRAPHS[name], [value for _, value in views])
 
     def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:

@@ -32,16 +32,16 @@ from function.cosyvoice.sampling import sample_next
 CACHE_BLOCK = 128
 
 
-def decode_threads(cpus: int, quantization: str) -> int:
-    """Intra-op threads for the decode session, which runs beside the flow and vocoder (cosyvoice.engine).
+def decode_threads(cpus: int) -> int:
+    """Intra-op threads for the decode session: two where there are two cores, whatever the precision.
 
-    A step is a chain of matrix-vector products bound by memory bandwidth. The int8/int4 kernels
-    (MatMulNBits) stream their weights at the one-core floor: on two cores one thread decodes as fast as
-    two and leaves the other core to the flow and vocoder (streamed int8 requests ran ~8 % sooner than
-    with two decode threads, alternating runs of the 10 s utterance). The fp32 kernels read unpacked
-    weights and gain from a second thread (~30 ms → ~23 ms a step), as both do once there are more
-    cores; beyond two, bandwidth is saturated."""
-    return 1 if cpus <= 2 and quantization != "fp32" else min(cpus, 2)
+    The decode runs alone for a request's first window and a whole utterance's first segment, and beside
+    the flow and vocoder after that (cosyvoice.engine). Sessions do not spin (graphs.session_options), and
+    onnxruntime's calling thread takes whatever shards of a parallel loop its worker has not started: so
+    alone the step has both cores, and beside the flow a second decode thread only runs when a core is
+    free instead of holding it idle. One decode session, so the prepacked int8/int4 weights exist once.
+    Beyond two threads a step gains nothing: it is bound by memory bandwidth."""
+    return min(cpus, 2)
 
 
 _POS = LLM_CACHE_KINDS.index("pos")
@@ -112,9 +112,7 @@ class LLM:
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
         names = {spec.name for spec in artifact.graph(LLM_DECODE.name).inputs}
         layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
-        threads_for_decode = decode_threads(
-            threads or available_cpus(), artifact.graph(LLM_DECODE.name).quantization
-        )
+        threads_for_decode = decode_threads(threads or available_cpus())
         decode = Graph.load(artifact, LLM_DECODE.name, threads_for_decode, llm_decode_spec(layers))
         prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
         positions = Graph.load(artifact, LLM_POSITIONS.name, threads)

@@ -1,7 +1,7 @@
 """Iterate a producer on its own thread, a bounded number of items ahead of the consumer.
 
-The engine runs the LLM this way: its decode is bound by memory bandwidth and gains little from a second
-core, while the flow and the vocoder that consume its tokens are bound by arithmetic. On a thread of its
+The engine runs the LLM this way: its decode is bound by memory bandwidth, while the flow and the vocoder
+that consume its tokens are bound by arithmetic. On a thread of its
 own the LLM draws the next tokens while the consumer turns the previous ones into audio, so a request
 takes about as long as its slowest stage instead of the sum of all three. onnxruntime releases the GIL
 while a session runs, so the two threads really do run at once.

@@ -247,3 +247,36 @@ def test_the_floor_counts_the_weights_a_decode_step_reads(tiny_artifact: Path) -
     assert weights <= decode_weight_bytes(tiny_artifact) <= weights + biases
     model = onnx.load_from_string(gemv_chain(3 * 4 * 2**20))
     assert [node.op_type for node in model.graph.node] == ["MatMul"] * 3
+
+
+def test_cost_per_million_characters_follows_rtf_memory_and_speaking_rate() -> None:
+    """The issue's own figure: RTF 1.47 at 3,538 MB on x86 is ≈ $5.7 for English and ≈ $19 for Chinese."""
+    from bench.cost import per_million_chars
+
+    assert per_million_chars(1.47, 3538, "x86_64", 15.0) == pytest.approx(5.64, abs=0.01)
+    assert per_million_chars(1.47, 3538, "x86_64", 4.5) == pytest.approx(18.81, abs=0.01)
+    assert per_million_chars(1.47, 3538, "arm64", 15.0) == pytest.approx(5.64 * 0.8, abs=0.01)
+    assert per_million_chars(0.735, 3538, "x86_64", 15.0) == pytest.approx(5.64 / 2, abs=0.01)
+
+
+def test_cost_table_prices_each_measured_variant_beside_the_hosted_voices() -> None:
+    from bench.cost import table, template_memory_mb
+
+    rows = {row[0]: row[1:] for row in table({"ours int8": 1.0, "ours fp32": None}, 1024).rows}
+    assert "ours fp32" not in rows  # not measured: no price made up for it
+    assert rows["ours int8"] == ("1.00", "$1.11", "$0.89", "$3.70", "$2.96")
+    assert rows["Amazon Polly Neural"][1:] == ("$16.00",) * 4
+    assert rows["OpenAI tts-1"][1] == "$15.00"
+    assert 2048 <= template_memory_mb() <= 10240  # the template's MinValue..MaxValue
+
+
+def test_negative_durations_read_like_positive_ones() -> None:
+    """A chunk that came late has a negative margin: seconds past one read in seconds, not ms."""
+    from bench.tables import seconds
+
+    assert (seconds(-0.5), seconds(-6.67), seconds(0.25), seconds(2.0)) == (
+        "-500 ms",
+        "-6.67 s",
+        "250 ms",
+        "2.00 s",
+    )

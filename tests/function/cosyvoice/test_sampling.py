@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from function.core.errors import InvalidRequest
+from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.llm import CACHE_BLOCK, LLM, DecoderCache, decode_threads
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
@@ -235,11 +238,15 @@ def test_speaker_embedding_shapes(shape: tuple[int, ...]) -> None:
     assert prefill.calls[0]["speaker_embedding"].shape == (shape[0] if len(shape) == 2 else 1, 192)
 
 
-@pytest.mark.parametrize(
-    ("cpus", "quantization", "threads"),
-    [(1, "fp32", 1), (1, "int8", 1), (2, "int8", 1), (2, "int4", 1), (2, "fp32", 2), (6, "int8", 2)],
-)
-def test_decode_threads_leave_a_core_to_the_overlapping_stages_where_that_pays(
-    cpus: int, quantization: str, threads: int
+@pytest.mark.parametrize(("cpus", "threads"), [(1, 1), (2, 2), (6, 2)])
+def test_decode_threads_use_both_cores_of_two_whatever_the_precision(cpus: int, threads: int) -> None:
+    assert decode_threads(cpus) == threads
+
+
+def test_the_loaded_decode_session_has_both_cores_and_does_not_spin(
+    tiny_artifact: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert decode_threads(cpus, quantization) == threads
+    monkeypatch.setattr("function.cosyvoice.llm.available_cpus", lambda: 2)
+    options = LLM.load(Artifact.open(tiny_artifact)).decode.session.get_session_options()
+    assert options.intra_op_num_threads == 2
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"

@@ -1,0 +1,171 @@
+"""The arithmetic floor of the flow and the vocoder, measured on this machine in the same run.
+
+Both stages are bound by arithmetic: their floor is their multiply-adds per second of audio over the
+rate this CPU's onnxruntime GEMM reaches at the precision each product runs in. The multiply-adds are
+counted from the graphs as they run: every graph of the stage runs once on `SECONDS` of audio with
+onnxruntime's profiler on, which records each node's operator and its input and output shapes; matrix
+products and convolutions are counted from those shapes (everything else, elementwise work and the
+Snake's `Sin` included, is left out, so the floor is a lower bound). Products whose kernels are integer
+(the flow's dynamically quantised MatMuls) are counted against the int8 GEMM's rate, the rest against
+fp32's. The rates: a prepacked [M, K] × [K, N] MatMul in fp32 and a u8 × s8 MatMulInteger, on the
+stage's threads, best of a few runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, HIFT_F0, HIFT_GENERATOR
+from function.cosyvoice.flow import Flow
+from function.cosyvoice.graphs import Graph, session_options
+from function.cosyvoice.vocoder import Vocoder
+
+SECONDS = 4.0  # audio the stages run on while profiled: long enough that per-call overheads are small
+STAGES = {"flow": (FLOW_ENCODER.name, FLOW_ESTIMATOR.name), "vocoder": (HIFT_F0.name, HIFT_GENERATOR.name)}
+MATRIX = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "Gemm"})
+CONV = frozenset({"Conv", "FusedConv", "ConvInteger"})
+INTEGER = frozenset({"MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "ConvInteger"})
+SPEAKER_DIM = 192  # the x-vector every v1 speaker embedding is
+GEMM = (512, 1024, 1024)  # M, K, N of the peak-rate products: past every cache, as the stages' are
+
+
+def node_multiply_adds(op: str, inputs: list[list[int]], outputs: list[list[int]]) -> int:
+    """Multiply-adds of one node from its shapes; 0 for operators that are not products."""
+    if not inputs or not outputs:
+        return 0
+    out = math.prod(outputs[0])
+    if op == "Gemm":  # A is [M, K] or its transpose: K is what A holds beyond the output's rows
+        return out * math.prod(inputs[0]) // outputs[0][0]
+    if op in MATRIX:
+        return out * inputs[0][-1]
+    if op in CONV:  # weight [C_out, C_in / groups, *kernel]: each output sums over all but its first axis
+        return out * math.prod(inputs[1][1:])
+    if op == "ConvTranspose":  # weight [C_in, C_out / groups, *kernel]: each input is spread over the rest
+        return math.prod(inputs[0]) * math.prod(inputs[1][1:])
+    return 0
+
+
+def count_profile(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """{"fp32": n, "int8": n}: multiply-adds of the node runs in an onnxruntime profile."""
+    counts = {"fp32": 0, "int8": 0}
+    for event in events:
+        args = event.get("args", {})
+        if event.get("cat") != "Node" or "op_name" not in args or not event["name"].endswith("_kernel_time"):
+            continue
+        op = args["op_name"]
+        inputs = [_dims(shape) for shape in args.get("input_type_shape", [])]
+        outputs = [_dims(shape) for shape in args.get("output_type_shape", [])]
+        counts["int8" if op in INTEGER else "fp32"] += node_multiply_adds(op, inputs, outputs)
+    return counts
+
+
+def _dims(shape: Mapping[str, list[int]]) -> list[int]:
+    (dims,) = shape.values()  # {"float": [1, 80, 200]}: one element type, its dimensions
+    return [int(d) for d in dims]
+
+
+def multiply_adds_per_second(artifact_dir: Path, threads: int, seconds: float = SECONDS) -> dict[str, Any]:
+    """{stage: {"fp32": n, "int8": n}} per second of audio, counted from one profiled run of each stage."""
+    artifact = Artifact.open(artifact_dir)
+    params = artifact.manifest.params
+    n_tokens = max(1, round(seconds * params.flow.input_frame_rate))
+    audio_seconds = n_tokens / params.flow.input_frame_rate
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="arithmetic-") as folder:
+        graphs = {
+            name: Graph.load(artifact, name, threads, profile_prefix=str(Path(folder) / name))
+            for names in STAGES.values()
+            for name in names
+        }
+        flow = Flow(graphs[FLOW_ENCODER.name], graphs[FLOW_ESTIMATOR.name], params.flow)
+        vocoder = Vocoder(graphs[HIFT_F0.name], graphs[HIFT_GENERATOR.name], params.vocoder)
+        tokens = rng.integers(0, params.llm.speech_token_size, (1, n_tokens))
+        speaker = np.zeros((1, SPEAKER_DIM), np.float32)
+        no_prompt = np.zeros((1, 0), np.int64), np.zeros((1, 0, params.flow.n_mels), np.float32)
+        mel = flow(tokens, *no_prompt, speaker, flow.sample_noise(rng, flow.mel_frames(n_tokens)))
+        vocoder(mel, rng)
+        counts = {}
+        for stage, names in STAGES.items():
+            total: dict[str, float] = defaultdict(float)
+            for name in names:
+                profile = Path(graphs[name].session.end_profiling())
+                for precision, n in count_profile(json.loads(profile.read_text())).items():
+                    total[precision] += n / audio_seconds
+            counts[stage] = dict(total)
+    return counts
+
+
+def _timed_best(session: ort.InferenceSession, feed: dict[str, np.ndarray], runs: int = 5) -> float:
+    session.run(None, feed)
+    best = math.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        session.run(None, feed)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def gemm_model(precision: str) -> bytes:
+    """An [M, K] × [K, N] product with a constant right side: fp32 MatMul, or u8 × s8 MatMulInteger."""
+    m, k, n = GEMM
+    rng = np.random.default_rng(0)
+    if precision == "fp32":
+        weight = numpy_helper.from_array(rng.standard_normal((k, n), dtype=np.float32), "b")
+        node = helper.make_node("MatMul", ["a", "b"], ["y"])
+        a_type, y_type = TensorProto.FLOAT, TensorProto.FLOAT
+    else:
+        weight = numpy_helper.from_array(rng.integers(-127, 128, (k, n), dtype=np.int8), "b")
+        node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+        a_type, y_type = TensorProto.UINT8, TensorProto.INT32
+    graph = helper.make_graph(
+        [node],
+        f"gemm_{precision}",
+        [helper.make_tensor_value_info("a", a_type, [m, k])],
+        [helper.make_tensor_value_info("y", y_type, [m, n])],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def gemm_peak(precision: str, threads: int) -> float:
+    """Multiply-adds per second of onnxruntime's prepacked GEMM at `precision` on `threads`."""
+    m, k, n = GEMM
+    session = ort.InferenceSession(
+        gemm_model(precision), session_options(threads, prepack=True), providers=["CPUExecutionProvider"]
+    )
+    a = np.ones((m, k), np.float32) if precision == "fp32" else np.full((m, k), 3, np.uint8)
+    return m * k * n / _timed_best(session, {"a": a})
+
+
+def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]) -> dict[str, float]:
+    """{stage: seconds per audio second} that the stage's multiply-adds need at the measured peaks."""
+    return {stage: sum(n / peaks[precision] for precision, n in by.items()) for stage, by in counts.items()}
+
+
+def measure(artifact_dir: Path, threads: int) -> dict[str, Any]:
+    """Multiply-adds per audio second, the GEMM peaks and the floors, for bench.speed's table."""
+    counts = multiply_adds_per_second(artifact_dir, threads)
+    peaks = {precision: gemm_peak(precision, threads) for precision in ("fp32", "int8")}
+    return {"multiply_adds": counts, "peaks": peaks, "seconds": floors(counts, peaks)}
+
+
+__all__ = [
+    "count_profile",
+    "floors",
+    "gemm_peak",
+    "measure",
+    "multiply_adds_per_second",
+    "node_multiply_adds",
+]

@@ -1,0 +1,102 @@
+"""The flow's and the vocoder's arithmetic floor: multiply-adds counted from profiled graphs, over peaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from bench.arithmetic import count_profile, floors, multiply_adds_per_second, node_multiply_adds
+
+
+@pytest.mark.parametrize(
+    ("op", "inputs", "outputs", "expected"),
+    [
+        ("MatMul", [[2, 3, 4], [4, 5]], [[2, 3, 5]], 2 * 3 * 5 * 4),
+        ("DynamicQuantizeMatMul", [[7, 4], [4, 5]], [[7, 5]], 7 * 5 * 4),
+        ("Gemm", [[6, 4], [4, 5]], [[6, 5]], 6 * 5 * 4),
+        ("Gemm", [[4, 6], [4, 5]], [[6, 5]], 6 * 5 * 4),  # transA
+        ("Conv", [[1, 4, 12], [8, 2, 3]], [[1, 8, 10]], 80 * 2 * 3),  # two groups
+        ("ConvTranspose", [[1, 4, 10], [4, 3, 2]], [[1, 3, 20]], 40 * 3 * 2),
+        ("Add", [[1, 4], [1, 4]], [[1, 4]], 0),
+    ],
+)
+def test_multiply_adds_of_one_node_from_its_shapes(
+    op: str, inputs: list[list[int]], outputs: list[list[int]], expected: int
+) -> None:
+    assert node_multiply_adds(op, inputs, outputs) == expected
+
+
+def test_an_onnxruntime_profile_is_counted_per_precision(tmp_path: Path) -> None:
+    """A real profile of MatMul [8, 16] × [16, 4] then Conv1d 4 → 6 channels, kernel 3, on 4 frames."""
+    from function.cosyvoice.graphs import session_options
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"]),
+            helper.make_node("Reshape", ["h", "shape"], ["h3"]),
+            helper.make_node("Conv", ["h3", "k"], ["y"]),
+        ],
+        "counted",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 6])],
+        [
+            numpy_helper.from_array(rng.standard_normal((16, 4), dtype=np.float32), "w"),
+            numpy_helper.from_array(np.array([1, 4, 8], dtype=np.int64), "shape"),
+            numpy_helper.from_array(rng.standard_normal((6, 4, 3), dtype=np.float32), "k"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = session_options(1, prepack=False, profile_prefix=str(tmp_path / "counted"))
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session.run(None, {"x": np.ones((8, 16), np.float32)})
+    session.run(None, {"x": np.ones((8, 16), np.float32)})
+    events = json.loads(Path(session.end_profiling()).read_text())
+    per_run = 8 * 4 * 16 + 6 * 6 * 4 * 3
+    assert count_profile(events) == {"fp32": 2 * per_run, "int8": 0}
+
+
+def test_floor_adds_each_precision_over_its_own_peak() -> None:
+    counts = {"flow": {"fp32": 2e9, "int8": 8e9}, "vocoder": {"fp32": 3e9, "int8": 0.0}}
+    assert floors(counts, {"fp32": 1e9, "int8": 4e9}) == {"flow": 4.0, "vocoder": 3.0}
+
+
+def test_the_tiny_artifacts_stages_are_counted_per_audio_second(tiny_artifact: Path) -> None:
+    """fp32 graphs: no integer products; the flow's count per audio second barely depends on the length
+    (its cost is per frame), so the count is of the graphs' work, not of a fixed overhead."""
+    short = multiply_adds_per_second(tiny_artifact, 1, seconds=1.0)
+    long = multiply_adds_per_second(tiny_artifact, 1, seconds=2.0)
+    for stage in ("flow", "vocoder"):
+        assert short[stage]["fp32"] > 0
+        assert short[stage]["int8"] == 0
+        assert long[stage]["fp32"] == pytest.approx(short[stage]["fp32"], rel=0.3)
+
+
+def test_speed_table_puts_flow_and_vocoder_beside_their_arithmetic_floor() -> None:
+    from bench.speed import table
+
+    run = {
+        "wall": 5.0,
+        "audio_seconds": 10.0,
+        "stages": {"llm": 3.0, "flow": 6.0, "vocoder": 2.0},
+        "step_ms": {"64": 9.0},
+    }
+    ours = {
+        "texts": {"ten_seconds": [run]},
+        "first_chunk": {"ten_seconds": 0.5},
+        "arithmetic": {"seconds": {"flow": 0.3, "vocoder": 0.1}},
+    }
+    upstream = {"texts": {"ten_seconds": [run]}, "first_chunk": {"ten_seconds": 2.0}, "arithmetic": None}
+    rows = {
+        row[0]: row[1:]
+        for row in table({"upstream fp32": upstream, "ours int8": ours}, ("ten_seconds",), {}, [], 1).rows
+    }
+    assert rows["… flow arithmetic floor, s per audio s"][:2] == ("–", "0.30")
+    assert rows["… flow ÷ its floor"][1] == "2.00×"
+    assert rows["… vocoder ÷ its floor"][1] == "2.00×"
