@@ -16,6 +16,7 @@ Two departures, both in upstream's favour or neutral:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,9 @@ from typing import Any
 
 from bench.procs import PhaseClock
 from bench.stages import StageTimes
+from function.cosyvoice.params import LLMParams
+
+V1_LENGTH = LLMParams()  # the release's length ratios, the defaults ours runs with
 
 
 def _install_stand_ins() -> None:
@@ -97,6 +101,13 @@ class UpstreamBackend:
             torch.load(self.model_dir / "llm.pt", map_location=model.device), strict=True
         )
         model.llm.to(model.device).eval()
+        # v1's CosyVoiceModel runs the LLM at 3..30 speech tokens per text token (cli/model.py at the
+        # release); the wheel's model leaves llm.py's 2..20 defaults, so bind the release's, as ours runs.
+        model.llm.inference = functools.partial(
+            model.llm.inference,
+            min_token_text_ratio=V1_LENGTH.min_token_text_ratio,
+            max_token_text_ratio=V1_LENGTH.max_token_text_ratio,
+        )
         self.model = model
         clock.mark("load")
         # CosyVoiceFrontEnd.__init__: two onnxruntime sessions with upstream's options, then spk2info.

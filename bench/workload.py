@@ -1,8 +1,8 @@
 """What every measurement says: fixed texts, tokenised once by our front end for both sides.
 
 With random weights the LLM almost never samples EOS, so a segment of N text tokens yields its upper
-bound of 20·N speech tokens (upstream's max_token_text_ratio), 50 per second of audio: the audio length
-follows from the token count. The texts are chosen with that in mind (see `expected_seconds`).
+bound of 30·N speech tokens (v1's max_token_text_ratio, which both sides run at), 50 per second of audio:
+the audio length follows from the token count. The texts are chosen with that in mind (see `expected_seconds`).
 Upstream receives the same token ids per segment (its own normaliser is not installed), so both sides
 synthesise exactly the same inputs with the same speaker.
 """
@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.procs import write_json
+from function.cosyvoice.params import LLMParams
 
 SPEAKER = "中文女"
 SEED = 0
-SPEECH_TOKENS_PER_TEXT_TOKEN = 20  # upstream's max_token_text_ratio: where random weights end
+SPEECH_TOKENS_PER_TEXT_TOKEN = LLMParams().max_token_text_ratio  # where random weights end
 SPEECH_TOKEN_RATE = 50  # speech tokens per second of audio (v1)
 
 WARM_UP_TEXT = "Hello."  # function.cosyvoice.engine.Engine.warm_up's text: upstream gets the same warm-up
 FIRST_TEXT = "Good morning."  # the first request after a cold start, and each worker's request
 TEXTS = {
     "short": "Good morning, how are you?",
-    # 25 text tokens → 500 speech tokens = 10 s with random weights
-    "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge,"
-    " where the fishermen were already waiting for her to arrive.",
+    # 17 text tokens → 510 speech tokens = 10.2 s with random weights
+    "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge to wait.",
     "paragraph": "The library opens at nine. It closes at six, and the reading room stays quiet.",
 }
 
