@@ -24,6 +24,15 @@ COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyo
                                 default twice COSYVOICE_MAX_CONCURRENT
 COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
                                 before cutting them: the longest request served; default 300
+COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
+                                but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
+                                or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
+COSYVOICE_API_KEYS_FILE         a file of such keys, one a line (a mounted Kubernetes Secret), read at start;
+                                its keys join COSYVOICE_API_KEYS'
+COSYVOICE_DEAD_LETTER_QUEUE_URL where an SQS record that can never succeed is sent, body unchanged, with
+                                its reason as message attributes, before it is acknowledged; default none:
+                                such a record is handed back and reaches the queue's dead-letter queue
+                                through its redrive policy
 COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
                                 or adds entries of function.shared.voices.DEFAULT_VOICES; default "" (as
                                 it is)
@@ -69,6 +78,8 @@ class Settings:
     max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.api.admission)
     max_queued: int | None = None  # None: twice max_concurrent
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
+    dead_letter_queue_url: str | None = None
 
     @property
     def artifact_on_s3(self) -> bool:
@@ -114,7 +125,26 @@ class Settings:
             max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
             max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
             drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
+            api_keys=_api_keys(env),
+            dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
         )
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    keys = env.get("COSYVOICE_API_KEYS", "").split(",")
+    path = env.get("COSYVOICE_API_KEYS_FILE", "").strip()
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                keys += file.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} cannot be read: {exc}") from None
+        if not any(key.strip() for key in keys):
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} holds no key: the API would be open")
+    found = tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+    if any(not key.isascii() or not key.isprintable() for key in found):
+        raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
+    return found
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
