@@ -46,7 +46,6 @@ def test_artifact_from_s3_matches_the_directory_and_serves(
     assert replies[0]["audio"] == replies[1]["audio"]
 
 
-
 def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
     artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]
 ) -> None:
