@@ -11,6 +11,9 @@ COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue thr
                                 handed back to the queue (batchItemFailures) instead of continued
 COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
                                 (or finds no time) is marked failed with the reason; default 5
+COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
+                                that died (killed mid-segment) is taken over once it has run out (never
+                                later than the end of the dead worker's invocation); default 300
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
@@ -53,6 +56,7 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
+DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -69,6 +73,7 @@ class Settings:
     job_max_text_chars: int = DEFAULT_JOB_MAX_TEXT_CHARS
     job_queue_url: str | None = None
     job_max_receives: int = DEFAULT_JOB_MAX_RECEIVES
+    job_lease_seconds: int = DEFAULT_JOB_LEASE_SECONDS
     max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
@@ -116,6 +121,7 @@ class Settings:
             job_max_text_chars=_int(env, "COSYVOICE_JOB_MAX_TEXT_CHARS", DEFAULT_JOB_MAX_TEXT_CHARS, 1),
             job_queue_url=env.get("COSYVOICE_JOB_QUEUE_URL", "").strip() or None,
             job_max_receives=_int(env, "COSYVOICE_JOB_MAX_RECEIVES", DEFAULT_JOB_MAX_RECEIVES, 1),
+            job_lease_seconds=_int(env, "COSYVOICE_JOB_LEASE_SECONDS", DEFAULT_JOB_LEASE_SECONDS, 1),
             max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,
