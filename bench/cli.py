@@ -2,6 +2,7 @@
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     load                                  health probes while `serve` is saturated (loopback)
+    soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
     verify                                full-size parity against upstream (see bench.verify)
@@ -69,6 +70,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="server settings (default: one one-thread slot and two queue places)",
     )
     load.set_defaults(run=probe_under_load)
+    soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
+    soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
+    soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
+    soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    soak.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
+    soak.set_defaults(run=soak_server)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -94,6 +101,19 @@ def probe_under_load(args: argparse.Namespace) -> int:
     settings = dict(item.split("=", 1) for item in args.set)
     print(load.run(args.code.resolve(), args.artifacts.resolve(), settings).render())
     return 0
+
+
+def soak_server(args: argparse.Namespace) -> int:
+    from bench import soak
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+    if not 0 < args.minutes <= 24 * 60 or args.clients < 1:
+        return fail("bench", "--minutes must be in (0, 1440] and --clients at least 1")
+    result = soak.run(args.code.resolve(), args.artifacts.resolve(), args.minutes * 60, args.clients)
+    for table in result.tables():
+        print(table.render())
+    return 0 if result.met() else 1
 
 
 def parity(args: argparse.Namespace) -> int:
