@@ -60,7 +60,7 @@ class RequireKey:
         return self._keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.keys or scope.get("path") in OPEN_PATHS:
+        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS or not self.keys:
             await self.app(scope, receive, send)
             return
         key = presented_key(scope.get("headers") or [])
