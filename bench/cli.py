@@ -3,6 +3,7 @@
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     chunks                                the first streamed chunk's size, chunk by chunk (ours only)
     load                                  health probes while `serve` is saturated (loopback)
+    soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
     verify                                full-size parity against upstream (see bench.verify)
@@ -77,6 +78,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     chunks.add_argument("--runs", type=int, default=3, help="streamed runs per size, alternating sizes")
     chunks.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
     chunks.set_defaults(run=first_chunk_sizes)
+    soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
+    soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
+    soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
+    soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
+    soak.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
+    soak.set_defaults(run=soak_server)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -117,6 +124,19 @@ def first_chunk_sizes(args: argparse.Namespace) -> int:
         return fail("bench", "--sizes must be positive token counts and --runs at least 1")
     print(chunks.run(args.artifacts, sizes, args.runs, args.threads).render())
     return 0
+
+
+def soak_server(args: argparse.Namespace) -> int:
+    from bench import soak
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+    if not 0 < args.minutes <= 24 * 60 or args.clients < 1:
+        return fail("bench", "--minutes must be in (0, 1440] and --clients at least 1")
+    result = soak.run(args.code.resolve(), args.artifacts.resolve(), args.minutes * 60, args.clients)
+    for table in result.tables():
+        print(table.render())
+    return 0 if result.met() else 1
 
 
 def parity(args: argparse.Namespace) -> int:

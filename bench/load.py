@@ -11,17 +11,14 @@ function/ (the code before a change) against the same artifact.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 
+from bench import serving
 from bench.tables import Table
 
 REQUESTS = 48
@@ -30,27 +27,6 @@ PROBE_TIMEOUT = 5.0
 PROBE_EVERY = 0.02
 SLOW_PROBE_MS = 100.0  # issue 12's bound for a probe of a saturated server
 PROBE_WINDOW = 20.0  # seconds of probing at most; the syntheses still run to their end
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _serve(code: Path, artifact: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("COSYVOICE_")}
-    environ |= {"PYTHONPATH": str(code), **env}
-    if "COSYVOICE_WHISPER_ASSETS" in os.environ:
-        environ["COSYVOICE_WHISPER_ASSETS"] = os.environ["COSYVOICE_WHISPER_ASSETS"]
-    command = [sys.executable, "-m", "function", "serve", "--artifacts", str(artifact), "--port", str(port)]
-    return subprocess.Popen(
-        [*command, "--log-level", "warning"],
-        cwd=code,
-        env=environ,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
 
 
 async def _load(url: str, speaker: str) -> tuple[list[float], int, Counter[str]]:
@@ -82,23 +58,15 @@ async def _load(url: str, speaker: str) -> tuple[list[float], int, Counter[str]]
 
 
 def run(code: Path, artifact: Path, env: dict[str, str]) -> Table:
-    port = _free_port()
+    port = serving.free_port()
     url = f"http://127.0.0.1:{port}"
-    server = _serve(code, artifact, port, env)
+    server = serving.start(code, artifact, port, env)
     try:
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"the server exited with {server.returncode}")
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+        serving.wait_ready(server, url)
         speaker = httpx.get(f"{url}/v1/speakers", timeout=5).json()["speakers"][0]
         latencies, timeouts, answers = asyncio.run(_load(url, speaker))
     finally:
-        server.terminate()
-        server.wait()
+        serving.stop(server)
     table = Table(
         f"/healthz while {REQUESTS} syntheses of {len(TEXT)} characters arrive at once ({code})",
         [

@@ -1,8 +1,9 @@
 """What every measurement says: fixed texts, tokenised once by our front end for both sides.
 
 With random weights the LLM almost never samples EOS, so a segment of N text tokens yields its upper
-bound of 30·N speech tokens (v1's max_token_text_ratio, which both sides run at), 50 per second of audio:
-the audio length follows from the token count. The texts are chosen with that in mind (see `expected_seconds`).
+bound of 30·N speech tokens (v1's max_token_text_ratio, which both sides run at), 50 per second of
+audio: the audio length follows from the token count. The texts are chosen with that in mind (see
+`expected_seconds`).
 Upstream receives the same token ids per segment (its own normaliser is not installed), so both sides
 synthesise exactly the same inputs with the same speaker.
 """
@@ -24,7 +25,7 @@ WARM_UP_TEXT = "Hello."  # function.cosyvoice.engine.Engine.warm_up's text: upst
 FIRST_TEXT = "Good morning."  # the first request after a cold start, and each worker's request
 TEXTS = {
     "short": "Good morning, how are you?",
-    # 17 text tokens → 510 speech tokens = 10.2 s with random weights
+    # 16 text tokens → 480 speech tokens = 9.6 s with random weights
     "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge to wait.",
     "paragraph": "The library opens at nine. It closes at six, and the reading room stays quiet.",
 }

@@ -10,6 +10,8 @@ process's engine from function.shared.model.
 POST /v1/audio/speech takes OpenAI's body: function.shared.voices maps its voice names onto built-in speakers
 and says whether the model takes instructions, function.api.sse shapes `stream_format="sse"`.
 
+With COSYVOICE_API_KEYS set, every route but the probes and the docs needs a key (function.api.keys).
+
 Every error leaves as {"error": {"code", "message"}} with a 4xx status for the client's mistakes and a
 bare 500 for ours (the traceback goes to the log, never into the response).
 """
@@ -30,6 +32,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.api.admission import SYNTHESIS, Admit, get_admission
+from function.api.keys import RequireKey
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
 from function.core.errors import TTSError
@@ -223,8 +226,9 @@ def create_app() -> FastAPI:
 
     app.include_router(job_router)
     app.add_middleware(Guard)
-    # Outermost, so a refused request is answered before Guard reads its body.
+    # Outer than Guard, so a refused request is answered before its body is read.
     app.add_middleware(Admit, routes=app.routes)
+    app.add_middleware(RequireKey)  # outermost: no key, no slot
     return app
 
 

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from function.core.errors import InvalidRequest, TextTooLong
 from function.core.formats import Output, audio_format
+from function.core.text import clean_optional, clean_text
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
@@ -37,6 +38,13 @@ class SynthesisOptions:
     speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
     seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
+
+    def __post_init__(self) -> None:
+        # Every edge's text passes here before it is measured or spoken (function.core.text).
+        if isinstance(self.text, str):
+            object.__setattr__(self, "text", clean_text(self.text))
+        object.__setattr__(self, "instruct", clean_optional(self.instruct))
+        object.__setattr__(self, "prompt_text", clean_optional(self.prompt_text))
 
     @property
     def mode(self) -> Mode:

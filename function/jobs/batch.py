@@ -14,13 +14,19 @@ Message bodies (JSON):
      "output_key": "custom/name.wav"}     content under the same id is refused), then worked on at once
 
 Each record's outcome (one `batch_record` log line each):
-  acked     done; exists (a duplicate, or already done); continued (progress checkpointed, a
-            continuation message sent); failed for good: a client error (bad JSON, no id, unknown
-            speaker, an id reused with other content), recorded in the job's status when it is the job's
-  returned  deferred (no time to start it before the deadline) and transient errors (S3, SQS, ours):
-            received again in 10 s or 60 s (function.jobs.queue.hand_back), not after the 90 min
-            visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES)
-            the job's status says failed and why, and SQS moves the message to the dead-letter queue.
+  acked          done; exists (a duplicate, or already done); continued (progress checkpointed, a
+                 continuation message sent)
+  dead-lettered  failed for good: a client error (bad JSON, no id, unknown speaker, an id reused with
+                 other content, a text over the cap), or a job that had failed for good before. The
+                 record goes at once to COSYVOICE_DEAD_LETTER_QUEUE_URL, body unchanged, the reason in
+                 its attributes (function.jobs.queue.dead_letter), and only then is acked; the job's
+                 status, when the record is the job's, says failed and why. Without a dead-letter queue
+                 to send to, or when that send fails, the record is returned instead (never dropped): the
+                 queue's redrive policy moves it to the dead-letter queue after its last receive.
+  returned       deferred (no time to start it before the deadline) and transient errors (S3, SQS, ours):
+                 received again in 10 s or 60 s (function.jobs.queue.hand_back), not after the 90 min
+                 visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES) the job's
+                 status says failed and why, and SQS moves the message to the dead-letter queue.
 The function must be configured with `FunctionResponseTypes: [ReportBatchItemFailures]`.
 
 The records share the invocation: each may use the time left divided by the records left, so a long job
@@ -29,8 +35,10 @@ continues in the next invocation instead of starving its neighbour.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -43,19 +51,25 @@ from function.jobs.store import Job
 from function.jobs.worker import Outcome
 from function.shared.limits import invocation_deadline
 from function.shared.model import get_engine
-from function.shared.schema import JobMessage, SpeechJob, parse
+from function.shared.schema import JOB_ID_PATTERN, JobMessage, SpeechJob, parse
 from function.shared.settings import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 
 
+class JobFailedBefore(InvalidRequest):
+    """The record names a job that had failed for good: it is dead-lettered with that job's reason."""
+
+    def __init__(self, error: Mapping[str, str] | None) -> None:
+        error = error or {}
+        super().__init__(error.get("message", "the job failed before"))
+        self.code = error.get("code", "job_failed")
+
+
 def process_record(
     record: Mapping[str, Any], settings: Settings, deadline: Deadline | None
 ) -> tuple[Job, Outcome]:
-    try:
-        body = json.loads(record["body"])
-    except (KeyError, TypeError, ValueError):
-        raise InvalidRequest("the message body is not JSON") from None
+    body = _body(record)
     if isinstance(body, dict) and "job" in body:
         job = store.load(parse(JobMessage, body).job, settings)
     else:
@@ -64,7 +78,11 @@ def process_record(
             raise InvalidRequest("id is required in a raw job message")
         job, _ = store.submit(request, settings)
     receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
-    return job, worker.run(job, get_engine(), settings, deadline, receives >= settings.job_max_receives)
+    outcome = worker.run(job, get_engine(), settings, deadline, receives >= settings.job_max_receives)
+    if outcome is Outcome.FAILED:
+        current = store.status(job)
+        raise JobFailedBefore(None if current is None else current.error)
+    return job, outcome
 
 
 def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
@@ -84,12 +102,15 @@ def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[
                 job, result = process_record(record, settings, share)
                 outcome |= {"job": job.id, "status": result.value, "key": job.key}
         except TTSError as exc:
-            status = "failed" if 400 <= exc.status < 500 else "retrying"  # client errors are permanent
-            outcome |= {"status": status, "code": exc.code, "message": exc.message}
+            outcome |= {"code": exc.code, "message": exc.message}
+            if 400 <= exc.status < 500:  # client errors are permanent: retrying cannot help
+                outcome |= _dead_letter(record, exc, message_id, settings)
+            else:
+                outcome["status"] = "retrying"
         except Exception as exc:  # one record's bug must not fail its neighbours
             logger.exception("batch record %s failed", message_id)
             outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
-        if outcome["status"] in (Outcome.DEFERRED.value, "retrying"):
+        if outcome["status"] in (Outcome.DEFERRED.value, "retrying", "failed"):
             failures.append({"itemIdentifier": message_id})
             if "receiptHandle" in record:
                 deferred = outcome["status"] == Outcome.DEFERRED.value
@@ -97,6 +118,36 @@ def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[
                 queue.hand_back(record["receiptHandle"], delay, settings)
         print(json.dumps(outcome, ensure_ascii=False), flush=True)
     return {"batchItemFailures": failures}
+
+
+def _body(record: Mapping[str, Any]) -> Any:
+    try:
+        return json.loads(record["body"])
+    except (KeyError, TypeError, ValueError):
+        raise InvalidRequest("the message body is not JSON") from None
+
+
+def _job_id(record: Mapping[str, Any]) -> str | None:
+    """The job a record names, if it names one by a valid id (for the dead letter's attributes)."""
+    with contextlib.suppress(InvalidRequest):
+        body = _body(record)
+        named = body.get("job", body.get("id")) if isinstance(body, dict) else None
+        if isinstance(named, str) and re.fullmatch(JOB_ID_PATTERN, named):
+            return named
+    return None
+
+
+def _dead_letter(
+    record: Mapping[str, Any], error: TTSError, message_id: str, settings: Settings
+) -> dict[str, Any]:
+    """The outcome of a record that failed for good: dead-lettered (acked), or failed (returned) when
+    there is no dead-letter queue to send it to or the send failed."""
+    job_id = _job_id(record)
+    try:
+        sent = queue.dead_letter(str(record.get("body", "")), error, job_id, message_id, settings)
+    except queue.QueueError as exc:
+        return {"status": "failed", "dead_letter_error": exc.message}
+    return {"status": "dead_lettered" if sent else "failed"}
 
 
 def _share(deadline: Deadline | None, records_left: int) -> Deadline | None:

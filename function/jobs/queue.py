@@ -3,6 +3,10 @@
 POST /v1/jobs sends one per job; a worker that runs out of invocation sends the next one itself
 (SendMessage, not a visibility-timeout retry), so a job of many invocations never counts toward the
 queue's maxReceiveCount, and its message is small whatever the size of the text.
+
+A message that can never succeed is dead-lettered here: sent to COSYVOICE_DEAD_LETTER_QUEUE_URL with its
+body as it came and the reason as message attributes (`ErrorCode`, `ErrorMessage`, `JobId` when it names
+a job, `SourceMessageId`), so an operator can read why and redrive it once the cause is fixed.
 """
 
 from __future__ import annotations
@@ -52,6 +56,32 @@ def hand_back(receipt_handle: str, seconds: int, settings: Settings) -> None:
         )
 
 
+MAX_ATTRIBUTE_CHARS = 1024  # an error message is a line for people; SQS takes 256 KiB with the body
+
+
+def dead_letter(body: str, error: TTSError, job_id: str | None, message_id: str, settings: Settings) -> bool:
+    """Send a record that can never succeed to the dead-letter queue, unchanged, with the reason: True
+    once SQS has it; False when no dead-letter queue is configured. Raises QueueError if SQS refuses."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if settings.dead_letter_queue_url is None:
+        return False
+    reason = {"ErrorCode": error.code, "ErrorMessage": error.message[:MAX_ATTRIBUTE_CHARS]}
+    named = {"JobId": job_id} if job_id else {}
+    attributes = {
+        name: {"DataType": "String", "StringValue": value}
+        for name, value in {**reason, **named, "SourceMessageId": message_id}.items()
+        if value
+    }
+    try:
+        sqs_client().send_message(
+            QueueUrl=settings.dead_letter_queue_url, MessageBody=body, MessageAttributes=attributes
+        )
+    except (BotoCoreError, ClientError) as exc:
+        raise QueueError(f"cannot dead-letter message {message_id!r}: {exc}") from exc
+    return True
+
+
 def enqueue(job_id: str, settings: Settings) -> None:
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -65,6 +95,7 @@ __all__ = [
     "RETRY_DEFERRED_SECONDS",
     "RETRY_FAILED_SECONDS",
     "QueueError",
+    "dead_letter",
     "enqueue",
     "hand_back",
     "queue_url",

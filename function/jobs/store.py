@@ -18,6 +18,12 @@ duplicate deliveries, are identical, and write-once keeps the first.
 
 The status is read-modify-write with If-Match: a writer that lost a race re-reads it, and nothing
 overwrites a finished job's status (done, or permanently failed).
+
+A worker holds a running job by a lease in its status (`lease_until`, wall-clock seconds): taken when it
+starts (take_lease, refused while another worker's lease runs), renewed at each checkpoint, given up
+when the invocation stops working on the job. A worker killed mid-job (SIGKILL, an out-of-memory kill, a
+timeout) gives nothing up: its lease runs out by itself, and the next delivery of the job's message takes
+the job over from its last finished part. A lease never outlasts its holder's invocation.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -146,11 +152,16 @@ class JobStatus:
     result: dict[str, Any] | None = None  # done: bucket, key, format, content_type, sample_rate, duration
     error: dict[str, str] | None = None  # failed: {"code", "message"}; or the last transient error
     retriable: bool = False  # failed after the queue's last receive: a redriven message resumes it
+    lease_until: float | None = None  # running: a worker holds the job until then (time.time())
 
     @property
     def final(self) -> bool:
         """Nothing more will happen to the job: its audio is written, or it cannot be made."""
         return self.state == DONE or (self.state == FAILED and not self.retriable)
+
+    def held(self, now: float) -> bool:
+        """Whether a worker holds the job at `now` (a killed worker's lease runs out by itself)."""
+        return self.state == RUNNING and self.lease_until is not None and self.lease_until > now
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -168,6 +179,8 @@ class JobStatus:
             data["error" if self.state == FAILED else "last_error"] = self.error
         if self.retriable:
             data["retriable"] = True
+        if self.lease_until is not None:
+            data["lease_until"] = round(self.lease_until, 3)
         return data
 
     @classmethod
@@ -184,6 +197,7 @@ class JobStatus:
             result=result,
             error=data.get("error", data.get("last_error")),
             retriable=data.get("retriable", False),
+            lease_until=data.get("lease_until"),
         )
 
 
@@ -236,13 +250,35 @@ def update_status(job: Job, state: str | None, **changes: Any) -> JobStatus:
     """Move the job's status to `state` (None: keep it) with `changes`, read-modify-write: a writer that
     lost a race re-reads and applies its change to the newer status. A final status (done, or failed
     for good) is never changed. Returns the status now in force."""
+    return _rewrite(job, lambda current: replace(current, state=state or current.state, **changes))
+
+
+def take_lease(job: Job, until: float) -> bool:
+    """Hold the job as its running worker until `until` (time.time()): False if another worker holds it
+    (its lease has not run out) or the job is finished."""
+
+    def taken(current: JobStatus) -> JobStatus | None:
+        if current.final or current.held(time.time()):
+            return None
+        return replace(current, state=RUNNING, lease_until=until)
+
+    now_in_force = _rewrite(job, taken)
+    return now_in_force.state == RUNNING and now_in_force.lease_until == until
+
+
+def _rewrite(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> JobStatus:
+    """Write change(current status) with If-Match, re-reading after each lost race, and return the
+    status now in force: a final one is never changed, and a change that returns None declines."""
     key = _status_key(job)
     for _ in range(_WRITE_ATTEMPTS):
         found = storage.read(job.bucket, key)
         current = JobStatus(QUEUED) if found is None else JobStatus.from_dict(json.loads(found[0]))
         if found is not None and current.final:
             return current
-        new = replace(current, state=state or current.state, updated_at=_now(), **changes)
+        changed = change(current)
+        if changed is None:
+            return current
+        new = replace(changed, updated_at=_now())
         body = json.dumps(new.to_dict(), ensure_ascii=False).encode()
         if storage.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
             return new
@@ -336,6 +372,7 @@ __all__ = [
     "status",
     "status_url",
     "submit",
+    "take_lease",
     "update_status",
     "view",
     "write_part",

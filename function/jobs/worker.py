@@ -20,13 +20,17 @@ fails the job for good: the caller acks. Transient ones (S3, SQS, ours) become t
 `last_error`: the caller has the record retried, and on its last receive the job is marked failed
 (retriable) with that error.
 
-Duplicate deliveries: parts and audio are write-once and a job's seed is fixed, so two workers on one
-job write identical parts and one audio object; the status is written with If-Match (function.jobs.store).
+Duplicate deliveries: a worker takes the job's lease before it starts (function.jobs.store.take_lease);
+a delivery that finds the lease held by a live worker is DEFERRED (handed back), and one that finds it run
+out, its holder killed mid-job, takes the job over from the last finished part. Parts and audio are
+write-once and a job's seed is fixed, so even two workers on one job (a lease outrun by a segment) write
+identical parts and one audio object; the status is written with If-Match.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import replace
 from enum import StrEnum
 from itertools import chain
@@ -79,7 +83,7 @@ def run(
         return _run(job, engine, settings, deadline, last_receive)
     except TTSError as exc:
         if 400 <= exc.status < 500:  # the request itself cannot be served: retrying cannot help
-            store.update_status(job, FAILED, error=_error(exc), retriable=False)
+            store.update_status(job, FAILED, error=_error(exc), retriable=False, lease_until=None)
             raise
         with contextlib.suppress(TTSError):  # S3 may be what failed: the original error is raised
             _note(job, _error(exc), last_receive)
@@ -101,9 +105,11 @@ def _run(
     if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
         _mark_done(job, engine, output, store.finished_parts(job))
         return Outcome.EXISTED
+    if not store.take_lease(job, _lease_until(deadline, settings)):
+        return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
     segments = engine.segments(options.text)
     sizes = store.finished_parts(job)
-    _progress(job, engine, sizes, len(segments))  # running, with the number of segments known
+    _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
     progressed = False
     while len(sizes) < len(segments):
         start = len(sizes)
@@ -116,7 +122,7 @@ def _run(
                 store.write_part(job, len(sizes), pcm)
                 sizes.append(len(pcm))
                 progressed = True
-                _progress(job, engine, sizes, len(segments))
+                _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
         except (OverBudget, DeadlineExceeded):
             break
         if len(sizes) != picked.stop:
@@ -127,9 +133,11 @@ def _run(
     if len(sizes) == len(segments) and _assembly_fits(deadline, engine, output, sizes):
         _assemble(job, engine, output, sizes)
         return Outcome.DONE
-    if progressed and settings.job_queue_url is not None:
-        queue.enqueue(job.id, settings)
-        return Outcome.CONTINUED
+    if progressed:
+        store.update_status(job, None, lease_until=None)  # stopping here: the next delivery need not wait
+        if settings.job_queue_url is not None:
+            queue.enqueue(job.id, settings)
+            return Outcome.CONTINUED
     reason = (
         f"no time left in this invocation for segment {len(sizes) + 1} of {len(segments)}"
         if len(sizes) < len(segments)
@@ -138,6 +146,13 @@ def _run(
     if not progressed:  # waiting again: queued, or running if earlier invocations made parts
         _note(job, {"code": "not_started", "message": reason}, last_receive, RUNNING if sizes else QUEUED)
     return Outcome.DEFERRED
+
+
+def _lease_until(deadline: Deadline | None, settings: Settings) -> float:
+    """Until when (time.time()) this worker holds the job: the lease's length, or the end of its own
+    invocation if that comes first (a worker never runs past it)."""
+    until = time.time() + settings.job_lease_seconds
+    return until if deadline is None else min(until, time.time() + deadline.remaining())
 
 
 def _before(deadline: Deadline | None, seconds: float) -> Deadline | None:
@@ -165,7 +180,8 @@ def _audio_seconds(engine: Engine, sizes: list[int]) -> float:
     return sum(sizes) / store.PCM_BYTES / engine.sample_rate
 
 
-def _progress(job: Job, engine: Engine, sizes: list[int], total: int) -> None:
+def _progress(job: Job, engine: Engine, sizes: list[int], total: int, lease_until: float) -> None:
+    """Checkpoint the job's progress and renew this worker's lease."""
     store.update_status(
         job,
         RUNNING,
@@ -174,6 +190,7 @@ def _progress(job: Job, engine: Engine, sizes: list[int], total: int) -> None:
         audio_seconds=_audio_seconds(engine, sizes),
         error=None,
         retriable=False,
+        lease_until=lease_until,
     )
 
 
@@ -213,7 +230,14 @@ def _mark_done(job: Job, engine: Engine, output: Output, sizes: list[int]) -> No
     }
     done = len(sizes)
     store.update_status(
-        job, DONE, segments_done=done, segments_total=done, audio_seconds=seconds, result=result, error=None
+        job,
+        DONE,
+        segments_done=done,
+        segments_total=done,
+        audio_seconds=seconds,
+        result=result,
+        error=None,
+        lease_until=None,
     )
 
 
@@ -223,11 +247,13 @@ def _error(exc: TTSError) -> dict[str, str]:
 
 def _note(job: Job, error: dict[str, Any], last_receive: bool, state: str | None = None) -> None:
     """Record a transient error (or a deferral) where the caller can read it; on the queue's last
-    receive, as the job's failure (retriable: a message redriven from the dead-letter queue resumes)."""
+    receive, as the job's failure (retriable: a message redriven from the dead-letter queue resumes).
+    This worker stops working on the job, so its lease goes (an error before it took the lease may clear
+    another's: at worst two workers then write the same parts)."""
     if last_receive:
-        store.update_status(job, FAILED, error=error, retriable=True)
+        store.update_status(job, FAILED, error=error, retriable=True, lease_until=None)
     else:
-        store.update_status(job, state, error=error)
+        store.update_status(job, state, error=error, lease_until=None)
 
 
 __all__ = ["Outcome", "PartsMismatch", "run"]

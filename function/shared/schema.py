@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from function.core.errors import InvalidPromptAudio, InvalidRequest
 from function.core.formats import FORMATS
 from function.core.options import MAX_SPEED, MIN_SPEED, SynthesisOptions
+from function.core.text import clean_text
 
 _FORMAT: dict[str, Any] = {"enum": list(FORMATS)}
 _SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
 OPENAI_SAMPLE_RATE = 24000  # OpenAI's speech is 24 kHz; its pcm is that rate with no header to say so
+# Text as the engine takes it, cleaned on arrival (function.core.text): what a job stores and digests is
+# valid UTF-8 whatever the JSON escaped.
+Text = Annotated[str, AfterValidator(clean_text)]
 
 
 class SpeechRequest(BaseModel):
@@ -29,11 +33,11 @@ class SpeechRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(description="What to say.", examples=["Hello from CosyVoice."])
+    text: Text = Field(description="What to say.", examples=["Hello from CosyVoice."])
     speaker: str | None = Field(None, description="A built-in speaker; see GET /v1/speakers.")
-    instruct: str | None = Field(None, description="Style instruction (-Instruct models).")
+    instruct: Text | None = Field(None, description="Style instruction (-Instruct models).")
     prompt_audio: str | None = Field(None, description="Base64 audio of the voice to clone.")
-    prompt_text: str | None = Field(None, description="Transcript of prompt_audio (zero-shot cloning).")
+    prompt_text: Text | None = Field(None, description="Transcript of prompt_audio (zero-shot cloning).")
     format: str = Field("wav", description="Audio format of the response.", json_schema_extra=_FORMAT)
     speed: float = Field(1.0, description="Tempo factor.", json_schema_extra=_SPEED)
     seed: int | None = Field(None, description="Same seed and options, same audio.")
@@ -118,9 +122,9 @@ class OpenAISpeechRequest(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)  # newer SDKs send fields we need not know
 
     model: str = Field(examples=["cosyvoice-300m-sft"])
-    input: str = Field(examples=["Hello from CosyVoice."])
+    input: Text = Field(examples=["Hello from CosyVoice."])
     voice: str | OpenAIVoice = Field(examples=["alloy"])
-    instructions: str | None = Field(
+    instructions: Text | None = Field(
         None, description="Style prompt: used by -Instruct models; elsewhere ignored (X-Instructions says)."
     )
     response_format: str = Field("mp3", json_schema_extra=_FORMAT)

@@ -11,6 +11,9 @@ COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue thr
                                 handed back to the queue (batchItemFailures) instead of continued
 COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
                                 (or finds no time) is marked failed with the reason; default 5
+COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
+                                that died (killed mid-segment) is taken over once it has run out (never
+                                later than the end of the dead worker's invocation); default 300
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
@@ -24,6 +27,15 @@ COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyo
                                 default twice COSYVOICE_MAX_CONCURRENT
 COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
                                 before cutting them: the longest request served; default 300
+COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
+                                but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
+                                or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
+COSYVOICE_API_KEYS_FILE         a file of such keys, one a line (a mounted Kubernetes Secret), read at start;
+                                its keys join COSYVOICE_API_KEYS'
+COSYVOICE_DEAD_LETTER_QUEUE_URL where an SQS record that can never succeed is sent, body unchanged, with
+                                its reason as message attributes, before it is acknowledged; default none:
+                                such a record is handed back and reaches the queue's dead-letter queue
+                                through its redrive policy
 COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
                                 or adds entries of function.shared.voices.DEFAULT_VOICES; default "" (as
                                 it is)
@@ -44,6 +56,7 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
+DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -60,6 +73,7 @@ class Settings:
     job_max_text_chars: int = DEFAULT_JOB_MAX_TEXT_CHARS
     job_queue_url: str | None = None
     job_max_receives: int = DEFAULT_JOB_MAX_RECEIVES
+    job_lease_seconds: int = DEFAULT_JOB_LEASE_SECONDS
     max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
@@ -69,6 +83,8 @@ class Settings:
     max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.api.admission)
     max_queued: int | None = None  # None: twice max_concurrent
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
+    dead_letter_queue_url: str | None = None
 
     @property
     def artifact_on_s3(self) -> bool:
@@ -105,6 +121,7 @@ class Settings:
             job_max_text_chars=_int(env, "COSYVOICE_JOB_MAX_TEXT_CHARS", DEFAULT_JOB_MAX_TEXT_CHARS, 1),
             job_queue_url=env.get("COSYVOICE_JOB_QUEUE_URL", "").strip() or None,
             job_max_receives=_int(env, "COSYVOICE_JOB_MAX_RECEIVES", DEFAULT_JOB_MAX_RECEIVES, 1),
+            job_lease_seconds=_int(env, "COSYVOICE_JOB_LEASE_SECONDS", DEFAULT_JOB_LEASE_SECONDS, 1),
             max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,
@@ -114,7 +131,26 @@ class Settings:
             max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
             max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
             drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
+            api_keys=_api_keys(env),
+            dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
         )
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    keys = env.get("COSYVOICE_API_KEYS", "").split(",")
+    path = env.get("COSYVOICE_API_KEYS_FILE", "").strip()
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                keys += file.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} cannot be read: {exc}") from None
+        if not any(key.strip() for key in keys):
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} holds no key: the API would be open")
+    found = tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+    if any(not key.isascii() or not key.isprintable() for key in found):
+        raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
+    return found
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:

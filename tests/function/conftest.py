@@ -114,3 +114,9 @@ def queue(sqs: Any) -> str:
     """A job queue of its own; a message handed back becomes visible again after a second."""
     name = f"jobs-{uuid.uuid4().hex[:12]}"
     return str(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "1"})["QueueUrl"])
+
+
+@pytest.fixture
+def dead_letters(sqs: Any) -> str:
+    """A dead-letter queue of its own (COSYVOICE_DEAD_LETTER_QUEUE_URL)."""
+    return str(sqs.create_queue(QueueName=f"dead-{uuid.uuid4().hex[:12]}")["QueueUrl"])

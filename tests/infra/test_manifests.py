@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import shlex
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -47,10 +48,15 @@ def _container() -> dict:
 
 
 def _settings(env: dict[str, str]) -> Settings:
-    """The settings the server would read from this environment (each name a documented setting)."""
+    """The settings the server would read from this environment (each name a documented setting), with a
+    key in the file the Secret would mount."""
     for name in env:
         assert name in (settings_module.__doc__ or ""), f"{name} is not a setting of function.shared.settings"
-    return Settings.from_env({"COSYVOICE_ARTIFACT": ARTIFACT_IN_IMAGE, **env})
+    with tempfile.NamedTemporaryFile("w", suffix=".keys") as keys:
+        keys.write("a-key\n")
+        keys.flush()
+        mounted = {"COSYVOICE_API_KEYS_FILE": keys.name} if "COSYVOICE_API_KEYS_FILE" in env else {}
+        return Settings.from_env({"COSYVOICE_ARTIFACT": ARTIFACT_IN_IMAGE, **env, **mounted})
 
 
 @pytest.mark.parametrize("kind", sorted(MANIFESTS))
@@ -157,6 +163,24 @@ def test_compose_runs_the_same_image_as_server_and_as_lambda():
     # `docker compose stop` waits for the drain before it kills
     assert int(tts["stop_grace_period"].removesuffix("s")) > settings.drain_seconds
     assert "entrypoint" not in lam  # the base image's entrypoint: runtime client + emulator
+
+
+def test_the_pod_reads_its_api_keys_from_a_required_secret():
+    container, pod = _container(), MANIFESTS["Deployment"]["spec"]["template"]["spec"]
+    path = Path({item["name"]: item.get("value") for item in container["env"]}["COSYVOICE_API_KEYS_FILE"])
+    (mount,) = [item for item in container["volumeMounts"] if Path(item["mountPath"]) == path.parent]
+    assert mount["readOnly"] is True
+    (volume,) = [item for item in pod["volumes"] if item["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "cosyvoice-api-keys"
+    assert volume["secret"]["optional"] is False  # no Secret, no pod: never an open API by accident
+    assert f"--from-file={path.name}=" in (K8S / "deployment.yaml").read_text()  # the documented command
+
+
+def test_compose_reads_the_servers_api_keys_from_an_ignored_env_file():
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
+    assert compose["services"]["tts"]["env_file"] == "api-keys.env"
+    assert "infra/api-keys.env" in (ROOT / ".gitignore").read_text().splitlines()
+    assert "env_file" not in compose["services"]["lambda"]  # Lambda keeps IAM / JWT
 
 
 def test_samconfig_overrides_name_real_parameters_with_allowed_values():

@@ -304,8 +304,20 @@ def test_the_function_queues_jobs_on_its_own_queue(rendering):
     # The worker marks a job failed on the receive after which SQS dead-letters its message.
     redrive = rendering.resources["JobQueue"]["Properties"]["RedrivePolicy"]
     assert variables["COSYVOICE_JOB_MAX_RECEIVES"] == redrive["maxReceiveCount"] == "5"
+    # It may send to its own queue and to the dead-letter queue, nothing else; it only sends to the latter.
+    assert variables["COSYVOICE_DEAD_LETTER_QUEUE_URL"] == {"Ref": "JobDeadLetterQueue"}
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["JobDeadLetterQueue", "Arn"]}
     sends = [s for s in _statements(rendering) if "sqs:SendMessage" in s["Action"]]
-    assert [(s["Effect"], s["Resource"]) for s in sends] == [("Allow", {"Fn::GetAtt": ["JobQueue", "Arn"]})]
+    assert sorted((s["Effect"], s["Resource"]["Fn::GetAtt"][0]) for s in sends) == [
+        ("Allow", "JobDeadLetterQueue"),
+        ("Allow", "JobQueue"),
+    ]
+    dead_letter_actions = [
+        s["Action"]
+        for s in _statements(rendering)
+        if s["Resource"] == {"Fn::GetAtt": ["JobDeadLetterQueue", "Arn"]}
+    ]
+    assert dead_letter_actions == ["sqs:SendMessage"]
 
 
 @pytest.mark.parametrize("reserved", ["0", "25"])

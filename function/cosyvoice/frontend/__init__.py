@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from function.core.text import clean_text
 from function.cosyvoice.frontend.fst import load as load_normalizer
 from function.cosyvoice.frontend.fst import preload as preload_normalizer
 from function.cosyvoice.frontend.language import contains_chinese, is_only_punctuation, language_of
@@ -34,7 +35,7 @@ def normalize_text(text: str) -> str:
 
 
 def _peel_tags(text: str) -> tuple[str, str]:
-    text = text.strip()
+    text = clean_text(text).strip()  # the graphs raise on what cannot be encoded (a lone surrogate)
     match = _LEADING_TAGS.match(text)
     if match is None:
         return "", text

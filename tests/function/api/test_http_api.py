@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from typing import Any
 
 import httpx
@@ -241,3 +242,22 @@ def test_a_good_request_after_every_bad_one_still_synthesizes(client: httpx.Clie
     response = tts(client, format="wav")
     assert response.status_code == 200
     assert decode(response.content)[0].size > 0
+
+
+def post_escaped(client: httpx.Client, path: str, body: dict[str, Any]) -> httpx.Response:
+    """POST `body` as JSON with every non-ASCII character escaped: valid JSON even for a lone surrogate."""
+    return client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+
+
+def test_a_lone_surrogate_is_cleaned_away_on_every_route(client: httpx.Client) -> None:
+    # The normaliser's graphs raised on "\ud800" (500); the invisible characters are dropped with it.
+    lone = {"text": "\ud800 Hello\u200b there\u202e.", "speaker": SPEAKER, "seed": 1}
+    response = post_escaped(client, "/v1/tts", lone)
+    assert response.status_code == 200, response.text
+    assert response.content == tts(client, text=" Hello there.").content
+    empty = post_escaped(client, "/v1/tts", {**lone, "text": "\ud800\u200b\x00"})
+    assert_error(empty, 400, "invalid_request")  # nothing left to speak
+    openai = {"model": "m", "input": lone["text"], "voice": "alloy", "response_format": "wav"}
+    assert post_escaped(client, "/v1/audio/speech", openai).status_code == 200
+    job = post_escaped(client, "/v1/jobs", {"text": lone["text"], "speaker": SPEAKER})
+    assert job.status_code == 202, job.text  # its request.json is stored as UTF-8

@@ -38,8 +38,11 @@ MEDIA_TYPES = {fmt: TABLE[fmt].media_type for fmt in FORMATS}
 SLACK = {"wav": 0, "pcm": 0, "flac": 0, "ogg": 0, "opus": 960, "mp3": 1152}
 
 
-def sdk(base_url: str, **kwargs: Any) -> openai.OpenAI:
-    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120, **kwargs)
+API_KEY = "sk-test-0123456789"  # the key of the keyed server below (COSYVOICE_API_KEYS_FILE)
+
+
+def sdk(base_url: str, api_key: str = "unused", **kwargs: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=120, **kwargs)
 
 
 def speak(client: openai.OpenAI, **fields: Any) -> Any:
@@ -183,9 +186,27 @@ def test_instructions_are_reported_ignored_by_a_model_without_instruct_mode(clie
 def instruct_client(
     instruct_artifact: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[openai.OpenAI]:
-    log = tmp_path_factory.mktemp("serve-instruct") / "server.log"
-    with serving(str(instruct_artifact), log) as url:
-        yield sdk(f"{url}/v1")
+    """An -Instruct model, served as the manifests run it: with an API key from a mounted Secret file."""
+    folder = tmp_path_factory.mktemp("serve-instruct")
+    (folder / "api-keys").write_text(f"old-key\n{API_KEY}\n")
+    with serving(
+        str(instruct_artifact), folder / "server.log", COSYVOICE_API_KEYS_FILE=str(folder / "api-keys")
+    ) as url:
+        yield sdk(f"{url}/v1", api_key=API_KEY)
+
+
+def test_a_keyed_server_refuses_the_sdk_without_its_key(instruct_client: openai.OpenAI) -> None:
+    base = str(instruct_client.base_url).rstrip("/")
+    with pytest.raises(openai.AuthenticationError) as raised:
+        speak(sdk(base, api_key="wrong"))
+    assert raised.value.status_code == 401
+    assert raised.value.response.headers["www-authenticate"] == "Bearer"
+    assert raised.value.body["code"] == "unauthorized"
+    root = base.removesuffix("/v1")
+    assert httpx2.get(f"{root}/healthz").status_code == 200  # probes and docs stay open
+    assert httpx2.get(f"{root}/openapi.json").status_code == 200
+    assert httpx2.get(f"{base}/speakers").status_code == 401
+    assert httpx2.get(f"{base}/speakers", headers={"X-API-Key": API_KEY}).status_code == 200
 
 
 def test_an_instruct_model_applies_instructions(instruct_client: openai.OpenAI) -> None:
@@ -194,7 +215,9 @@ def test_an_instruct_model_applies_instructions(instruct_client: openai.OpenAI) 
     assert instructed.response.headers["x-instructions"] == "applied"
     assert instructed.content != plain.content  # the instruction went into the LLM's prompt
     assert decode(instructed.content, "wav")[1] == RATE
-    speakers = httpx2.get(str(instruct_client.base_url).rstrip("/") + "/speakers").json()
+    speakers = httpx2.get(
+        str(instruct_client.base_url).rstrip("/") + "/speakers", headers={"X-API-Key": API_KEY}
+    ).json()
     assert speakers["instructions"] is True
 
 

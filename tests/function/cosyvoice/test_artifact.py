@@ -173,10 +173,6 @@ def test_a_damaged_graph_is_an_artifact_error_naming_it(tiny_artifact: Path, tmp
     shutil.copytree(tiny_artifact, copy)
     graph = copy / "hift_f0.onnx"
     graph.write_bytes(bytes(reversed(graph.read_bytes())))  # same size: the manifest's size check passes
-    artifact = (
-        Artifact.open(copy)
-        if on_disk
-        else Artifact.from_files(_in_memory(copy))
-    )
+    artifact = Artifact.open(copy) if on_disk else Artifact.from_files(_in_memory(copy))
     with pytest.raises(ArtifactError, match="graph hift_f0 could not be loaded"):
         Graph.load(artifact, "hift_f0", threads=1)

@@ -30,7 +30,7 @@ from function.jobs.worker import CHECKPOINT_SECONDS
 from function.local.invoke import LocalLambda
 from function.shared.aws_clients import reset_clients
 from function.shared.storage import PART_BYTES, store_stream
-from tests.function.support import EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
+from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
 
 # One sentence of 60-80 text tokens is one segment (the splitter packs sentences up to 80): LONG_TEXT is
 # seven segments that the engine expects to take equally long.
@@ -65,12 +65,25 @@ def job_view(runtime: LocalLambda, job_id: str) -> dict[str, Any]:
     return view
 
 
-def received(sqs: Any, queue: str) -> list[dict[str, Any]]:
+def received(sqs: Any, queue: str, most: int = 2) -> list[dict[str, Any]]:
     """The messages now visible on the queue, as Lambda's poller would put them in an SQS event."""
     response = sqs.receive_message(
-        QueueUrl=queue, MaxNumberOfMessages=2, WaitTimeSeconds=2, AttributeNames=["All"]
+        QueueUrl=queue,
+        MaxNumberOfMessages=most,
+        WaitTimeSeconds=2,
+        AttributeNames=["All"],
+        MessageAttributeNames=["All"],
     )
     return response.get("Messages", [])
+
+
+def dead_lettered(sqs: Any, queue: str) -> list[tuple[Any, dict[str, str]]]:
+    """(body as sent, its string attributes) of each message on the dead-letter queue, in sending order."""
+    messages = sorted(received(sqs, queue, most=10), key=lambda m: int(m["Attributes"]["SentTimestamp"]))
+    return [
+        (m["Body"], {name: value["StringValue"] for name, value in m.get("MessageAttributes", {}).items()})
+        for m in messages
+    ]
 
 
 def as_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,10 +118,11 @@ def poll_once(runtime: LocalLambda, sqs: Any, queue: str) -> dict[str, Any] | No
 
 
 @pytest.fixture
-def jobs_env(bucket: str, queue: str, s3_env: dict[str, str]) -> dict[str, str]:
+def jobs_env(bucket: str, queue: str, dead_letters: str, s3_env: dict[str, str]) -> dict[str, str]:
     return dict(
         COSYVOICE_OUTPUT_BUCKET=bucket,
         COSYVOICE_JOB_QUEUE_URL=queue,
+        COSYVOICE_DEAD_LETTER_QUEUE_URL=dead_letters,  # as template.yaml sets it
         COSYVOICE_MAX_TEXT_CHARS="3000",  # the one-run reference of LONG_TEXT is a direct invoke
         COSYVOICE_MAX_RESPONSE_BYTES=str(64 * 1024 * 1024),  # and comes back whole
         **s3_env,
@@ -213,7 +227,7 @@ def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_
 
 @pytest.mark.engine
 def test_an_id_is_bound_to_its_content(
-    jobs_lambda: LocalLambda, sqs: Any, queue: str, s3: Any, bucket: str
+    jobs_lambda: LocalLambda, sqs: Any, queue: str, dead_letters: str, s3: Any, bucket: str
 ) -> None:
     body = {"id": "reused", "text": "Same words.", "speaker": SPEAKER}
     assert call(jobs_lambda, "POST", "/v1/jobs", body) == (
@@ -237,16 +251,23 @@ def test_an_id_is_bound_to_its_content(
     other = sqs_event({**raw, "text": "Different words."}, {**raw, "format": "mp3"})
     assert jobs_lambda.invoke(other).json() == {"batchItemFailures": []}  # refused for good, not retried
     records = batch_records(jobs_lambda, expected=4)
-    assert [r["status"] for r in records] == ["done", "exists", "failed", "failed"]
+    assert [r["status"] for r in records] == ["done", "exists", "dead_lettered", "dead_lettered"]
     assert [r.get("code") for r in records[2:]] == ["job_conflict", "job_conflict"]
     assert "other content" in records[2]["message"]
+    # Kept with the reason, not only logged: the bodies as sent, to redrive under another id.
+    letters = dead_lettered(sqs, dead_letters)
+    assert [body for body, _ in letters] == [record["body"] for record in other["Records"]]
+    assert {(a["ErrorCode"], a["JobId"], a["SourceMessageId"]) for _, a in letters} == {
+        ("job_conflict", "raw", "m0"),
+        ("job_conflict", "raw", "m1"),
+    }
     assert s3.head_object(Bucket=bucket, Key="tts/raw.wav")["ETag"] == etag
     assert "tts/raw.mp3" not in {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
 
 
 @pytest.mark.engine
 def test_a_client_error_fails_the_job_for_good_and_says_why(
-    jobs_lambda: LocalLambda, s3: Any, bucket: str
+    jobs_lambda: LocalLambda, sqs: Any, dead_letters: str, s3: Any, bucket: str
 ) -> None:
     status, error = call(jobs_lambda, "POST", "/v1/jobs", {"text": "Hi.", "speaker": "nobody"})
     assert status == 400 and error["error"]["code"] == "unknown_speaker"  # refused before it is queued
@@ -262,7 +283,11 @@ def test_a_client_error_fails_the_job_for_good_and_says_why(
     stored = json.loads(s3.get_object(Bucket=bucket, Key="tts/jobs/nobody-speaks/status.json")["Body"].read())
     assert stored["error"] == view["error"]
     assert jobs_lambda.invoke(sqs_event(raw)).json() == {"batchItemFailures": []}  # a duplicate: still failed
-    assert batch_records(jobs_lambda, expected=2)[-1]["status"] == "failed"
+    assert [r["status"] for r in batch_records(jobs_lambda, expected=2)] == ["dead_lettered"] * 2
+    letters = dead_lettered(sqs, dead_letters)
+    assert [json.loads(body) for body, _ in letters] == [raw, raw]  # each delivery kept, with the reason
+    assert [(a["ErrorCode"], a["JobId"]) for _, a in letters] == [("unknown_speaker", "nobody-speaks")] * 2
+    assert letters[0][1]["ErrorMessage"] == view["error"]["message"]
 
     assert call(jobs_lambda, "GET", "/v1/jobs/never-submitted")[0] == 404
     status, error = call(jobs_lambda, "GET", "/v1/jobs/..%2Fescape")
@@ -300,7 +325,7 @@ def test_large_audio_goes_up_in_parts_and_only_once(
 
 
 @pytest.mark.engine
-def test_two_deliveries_of_one_job_at_once_make_one_audio(
+def test_two_deliveries_of_one_job_at_once_make_one_audio_the_lease_holders(
     artifact_location: str, jobs_env: dict[str, str], s3: Any, bucket: str
 ) -> None:
     text = " ".join([SENTENCE] * 3)
@@ -313,8 +338,22 @@ def test_two_deliveries_of_one_job_at_once_make_one_audio(
         second.wait_init()
         with ThreadPoolExecutor(2) as pool:  # SQS delivered the message twice, to two environments
             replies = list(pool.map(lambda runtime: runtime.invoke(sqs_event(raw)).json(), (first, second)))
+        # One worker holds the job's lease; a delivery that found it held was handed back, and received
+        # again (as SQS would), finds the job done.
+        environments = dict(zip((first, second), replies, strict=True))
+        again = [
+            env.invoke(sqs_event(raw)).json()
+            for env, reply in environments.items()
+            if reply["batchItemFailures"]
+        ]
         reference = first.invoke({"text": text, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
-    assert replies == [{"batchItemFailures": []}] * 2
+        outcomes = sorted(
+            r["status"]
+            for env, reply in environments.items()
+            for r in batch_records(env, 1 + len(reply["batchItemFailures"]))
+        )
+    assert {"batchItemFailures": []} in replies and again in ([], [{"batchItemFailures": []}])
+    assert outcomes in (["deferred", "done", "exists"], ["done", "exists"]), outcomes
     assert s3.get_object(Bucket=bucket, Key="tts/twice.wav")["Body"].read() == base64.b64decode(
         reference["audio"]
     )
@@ -362,3 +401,65 @@ def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_ti
     assert reply == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
     again = received(sqs, url)  # waits up to 2 s: far less than the hour
     assert [m["MessageId"] for m in again] == [message["MessageId"]]
+
+
+# A record of each kind that can never succeed (issue 22: each was acked and only logged).
+HOPELESS = {
+    "not json": "{not json",
+    "no id": {"text": "Hi.", "speaker": SPEAKER},
+    "over the cap": {"id": "too-long", "text": "x" * 100_001, "speaker": SPEAKER},
+    "unknown speaker": {"id": "no-such-voice", "text": "Hi.", "speaker": "nobody"},
+}
+
+
+@pytest.mark.engine
+def test_every_record_that_can_never_succeed_is_dead_lettered_with_its_reason_then_acked(
+    jobs_lambda: LocalLambda, sqs: Any, dead_letters: str
+) -> None:
+    event = sqs_event(*HOPELESS.values())
+    assert jobs_lambda.invoke(event).json() == {"batchItemFailures": []}
+    letters = dead_lettered(sqs, dead_letters)
+    assert [body for body, _ in letters] == [record["body"] for record in event["Records"]]  # unchanged
+    codes = [(a["ErrorCode"], a.get("JobId"), a["SourceMessageId"]) for _, a in letters]
+    assert codes == [
+        ("invalid_request", None, "m0"),
+        ("invalid_request", None, "m1"),
+        ("text_too_long", "too-long", "m2"),
+        ("unknown_speaker", "no-such-voice", "m3"),
+    ]
+    assert all(attributes["ErrorMessage"] for _, attributes in letters)
+    assert job_view(jobs_lambda, "no-such-voice")["error"]["code"] == "unknown_speaker"  # as before
+    assert "audio" in jobs_lambda.invoke(DIRECT).json()  # and the function serves the next request
+
+
+@pytest.mark.parametrize("dead_letter_queue", ["none", "refusing"])
+def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_lettered(
+    dead_letter_queue: str,
+    sqs: Any,
+    queue: str,
+    bucket: str,
+    s3_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No dead-letter queue configured (the redrive policy will move it), or SendMessage refused."""
+    from function.jobs import batch
+    from function.shared import settings as settings_module
+    from function.shared.settings import Settings
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    missing = queue.rsplit("/", 1)[0] + "/no-such-queue"
+    settings = Settings(
+        artifact="unused",
+        output_bucket=bucket,
+        job_queue_url=queue,
+        dead_letter_queue_url=None if dead_letter_queue == "none" else missing,
+    )
+    monkeypatch.setattr(settings_module, "_settings", settings)
+    event = sqs_event(*(HOPELESS[kind] for kind in ("not json", "no id", "over the cap")))
+    reset_clients()
+    try:
+        reply = batch.handle_sqs(event, None)
+    finally:
+        reset_clients()
+    assert reply == {"batchItemFailures": [{"itemIdentifier": f"m{index}"} for index in range(3)]}

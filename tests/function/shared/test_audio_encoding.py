@@ -20,6 +20,8 @@ RATE = 22050
 def out(fmt: str, rate: int | None = None) -> Output:
     """A request's output for `fmt` (at `rate`, if asked), for chunks at the model's RATE."""
     return Output.of(fmt, RATE, rate)
+
+
 DIRECT = {name for name, f in FORMATS.items() if f.soundfile is None}  # written here: wav, pcm
 LIBSNDFILE = set(FORMATS) - DIRECT
 

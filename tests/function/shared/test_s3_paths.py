@@ -46,7 +46,6 @@ def test_artifact_from_s3_matches_the_directory_and_serves(
     assert replies[0]["audio"] == replies[1]["audio"]
 
 
-
 def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
     artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]
 ) -> None:
@@ -68,7 +67,7 @@ def test_batch_writes_each_job_once_and_redelivery_is_idempotent(
 
 
 def test_bad_records_are_refused_alone_and_for_good(
-    artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str]
+    artifact_location: str, s3: Any, bucket: str, s3_env: dict[str, str], sqs: Any, dead_letters: str
 ) -> None:
     event = sqs_event(
         job("good"),
@@ -78,20 +77,23 @@ def test_bad_records_are_refused_alone_and_for_good(
         job("path", output_key="../escape.wav"),
         job("bad id!"),
     )
-    with local_lambda(artifact_location, COSYVOICE_OUTPUT_BUCKET=bucket, **s3_env) as runtime:
+    env = dict(COSYVOICE_OUTPUT_BUCKET=bucket, COSYVOICE_DEAD_LETTER_QUEUE_URL=dead_letters, **s3_env)
+    with local_lambda(artifact_location, **env) as runtime:
         runtime.wait_init()
         reply = runtime.invoke(event).json()
         records = batch_records(runtime, expected=6)
-    # Client errors are permanent: acked (a retry could not help), each logged with its reason.
+    # Client errors are permanent: dead-lettered with the reason, then acked (a retry could not help).
     assert reply == {"batchItemFailures": []}
     assert [(r["status"], r.get("code")) for r in records] == [
         ("done", None),
-        ("failed", "invalid_request"),
-        ("failed", "invalid_request"),
-        ("failed", "unknown_speaker"),
-        ("failed", "invalid_request"),
-        ("failed", "invalid_request"),
+        ("dead_lettered", "invalid_request"),
+        ("dead_lettered", "invalid_request"),
+        ("dead_lettered", "unknown_speaker"),
+        ("dead_lettered", "invalid_request"),
+        ("dead_lettered", "invalid_request"),
     ]
+    letters = sqs.receive_message(QueueUrl=dead_letters, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    assert len(letters.get("Messages", [])) == 5
     assert [key for key in keys(s3, bucket) if not key.startswith("tts/jobs/")] == ["tts/good.wav"]
     status = json.loads(s3.get_object(Bucket=bucket, Key="tts/jobs/who/status.json")["Body"].read())
     assert status["status"] == "failed" and status["error"]["code"] == "unknown_speaker"

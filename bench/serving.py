@@ -1,0 +1,55 @@
+"""`serve` as the load and soak benches run it: a checkout's function/ on a loopback port, in a process of
+its own, with only the settings the bench gives it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(code: Path, artifact: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("COSYVOICE_")}
+    environ |= {"PYTHONPATH": str(code), **env}
+    if "COSYVOICE_WHISPER_ASSETS" in os.environ:
+        environ["COSYVOICE_WHISPER_ASSETS"] = os.environ["COSYVOICE_WHISPER_ASSETS"]
+    command = [sys.executable, "-m", "function", "serve", "--artifacts", str(artifact), "--port", str(port)]
+    return subprocess.Popen(
+        [*command, "--log-level", "warning"],
+        cwd=code,
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_ready(server: subprocess.Popen[bytes], url: str) -> None:
+    """Until /readyz answers 200; RuntimeError if the server exits first."""
+    while True:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with {server.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    server.wait()
+
+
+__all__ = ["free_port", "start", "stop", "wait_ready"]

@@ -1,0 +1,236 @@
+"""`python -m bench soak`: `serve` under minutes of mixed traffic on loopback, watched for leaks and 5xx.
+
+CLIENTS clients loop through KINDS, each starting at its own place in the cycle: short and long texts on
+/v1/tts and OpenAI's route, hostile bodies (not JSON, wrong types, a lone surrogate, a text over the
+limit, an unknown speaker, no API key), and streams the client abandons after their first chunk. More
+clients than the server's slots and queue places, so some are refused with 429 (and wait Retry-After).
+Meanwhile /healthz is probed every PROBE_EVERY seconds on fresh connections and the server's resident
+memory (VmRSS) is sampled every RSS_EVERY seconds.
+
+Prints RSS over time, the requests by kind and status, and the probes; the targets (issue 22): RSS
+growth after the first minute at most 5 %, no 5xx, every probe answered. The exit status says whether
+they were met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from bench import serving
+from bench.tables import Table
+
+API_KEY = "soak-key"
+MAX_TEXT_CHARS = 600
+CLIENTS = 4
+PROBE_EVERY = 0.5
+PROBE_TIMEOUT = 5.0
+RSS_EVERY = 5.0
+SETTLE_SECONDS = 60.0  # RSS growth is measured from here: the first minute fills caches and arenas
+MAX_GROWTH = 0.05
+SHORT = "Hello there, this is a short one."
+LONG = ("The quick brown fox jumps over the lazy dog, and keeps on running. " * 9)[:MAX_TEXT_CHARS]
+SERVER_SETTINGS = {
+    "COSYVOICE_THREADS": "1",
+    "COSYVOICE_MAX_CONCURRENT": "1",
+    "COSYVOICE_MAX_QUEUED": "1",
+    "COSYVOICE_MAX_TEXT_CHARS": str(MAX_TEXT_CHARS),
+    "COSYVOICE_API_KEYS": API_KEY,
+}
+
+Send = Callable[[httpx.AsyncClient, str], Awaitable[int]]
+
+
+def _json(body: object) -> dict[str, object]:
+    # Escaped: a lone surrogate is valid JSON this way.
+    return {"content": json.dumps(body), "headers": {"content-type": "application/json"}}
+
+
+async def _post(client: httpx.AsyncClient, path: str, **request: object) -> int:
+    return (await client.post(path, **request)).status_code  # type: ignore[arg-type]
+
+
+async def _abandoned_stream(client: httpx.AsyncClient, speaker: str) -> int:
+    body = {"text": LONG, "speaker": speaker, "stream": True}
+    async with client.stream("POST", "/v1/tts", json=body) as response:
+        if response.status_code == 200:
+            async for _ in response.aiter_bytes():
+                break  # the client goes away after the first chunk
+        return response.status_code
+
+
+def _tts(text: str) -> Send:
+    return lambda client, speaker: _post(client, "/v1/tts", json={"text": text, "speaker": speaker})
+
+
+def _hostile(**request: object) -> Send:
+    return lambda client, _: _post(client, "/v1/tts", **request)
+
+
+KINDS: dict[str, Send] = {
+    "short": _tts(SHORT),
+    "not json": _hostile(content=b'{"text": ', headers={"content-type": "application/json"}),
+    "long": _tts(LONG),
+    "wrong type": _hostile(json={"text": 5, "speed": "fast"}),
+    "openai": lambda client, _: _post(
+        client,
+        "/v1/audio/speech",
+        json={"model": "m", "input": SHORT, "voice": "alloy", "response_format": "opus"},
+    ),
+    "lone surrogate": lambda client, speaker: _post(
+        client, "/v1/tts", **_json({"text": "\ud800 Hi\u200b there.", "speaker": speaker})
+    ),
+    "abandoned stream": _abandoned_stream,
+    "over the limit": lambda client, speaker: _post(
+        client, "/v1/tts", json={"text": "x" * (MAX_TEXT_CHARS + 1), "speaker": speaker}
+    ),
+    "unknown speaker": _hostile(json={"text": SHORT, "speaker": "nobody"}),
+    "no key": lambda client, speaker: _unkeyed(client, speaker),
+}
+
+
+async def _unkeyed(client: httpx.AsyncClient, speaker: str) -> int:
+    request = client.build_request("POST", "/v1/tts", json={"text": SHORT, "speaker": speaker})
+    del request.headers["authorization"]
+    return (await client.send(request)).status_code
+
+
+@dataclass
+class Soak:
+    """What a soak saw."""
+
+    seconds: float
+    rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, bytes)
+    answers: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, status) → requests
+    probes: list[float] = field(default_factory=list)  # ms
+    unanswered_probes: int = 0
+
+    @property
+    def server_errors(self) -> int:
+        return sum(count for (_, status), count in self.answers.items() if not status.startswith(("2", "4")))
+
+    def growth(self, settle: float = SETTLE_SECONDS) -> float | None:
+        """RSS growth after `settle` s: the median of the last third of the samples since then over the
+        median of the first third (a single sample moves ±10 % with the requests in flight); None
+        without three samples."""
+        settled = [rss for at, rss in self.rss if at >= settle]
+        third = len(settled) // 3
+        if third == 0:
+            return None
+        return statistics.median(settled[-third:]) / statistics.median(settled[:third]) - 1
+
+    def met(self, settle: float = SETTLE_SECONDS) -> bool:
+        growth = self.growth(settle)
+        return (
+            self.server_errors == 0
+            and self.unanswered_probes == 0
+            and (growth is None or growth <= MAX_GROWTH)
+        )
+
+    def tables(self, settle: float = SETTLE_SECONDS) -> list[Table]:
+        memory = Table(f"RSS of `serve` over {self.seconds / 60:.1f} min of mixed traffic", ["at", "RSS"])
+        step = max(1, len(self.rss) // 12)
+        for at, rss in [*self.rss[::step], *self.rss[-1:]][: 13 if len(self.rss) > 12 else None]:
+            memory.add(f"{at:.0f} s", f"{rss / 2**20:.1f} MiB")
+        growth = self.growth(settle)
+        memory.notes.append(
+            f"growth after {settle:.0f} s: "
+            + ("–" if growth is None else f"{growth * 100:+.2f} %")
+            + f" (target ≤ {MAX_GROWTH * 100:.0f} %)"
+        )
+        requests = Table("Requests by kind and status", ["kind", "answers"])
+        for kind in KINDS:
+            statuses = sorted((status, n) for (k, status), n in self.answers.items() if k == kind)
+            requests.add(kind, ", ".join(f"{n}× {status}" for status, n in statuses) or "–")
+        requests.notes.append(f"5xx and errors: {self.server_errors} (target 0)")
+        probes = Table(
+            f"/healthz every {PROBE_EVERY} s",
+            ["probes", f"unanswered ({PROBE_TIMEOUT:.0f} s)", "median", "slowest"],
+        )
+        median = f"{statistics.median(self.probes):.1f} ms" if self.probes else "–"
+        slowest = f"{max(self.probes):.1f} ms" if self.probes else "–"
+        probes.add(
+            str(len(self.probes) + self.unanswered_probes), str(self.unanswered_probes), median, slowest
+        )
+        probes.notes.append("targets met" if self.met(settle) else "TARGETS MISSED")
+        return [memory, requests, probes]
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def _traffic(url: str, pid: int, seconds: float, clients: int) -> Soak:
+    soak = Soak(seconds)
+    began = time.monotonic()
+    end = began + seconds
+    keyed = {"Authorization": f"Bearer {API_KEY}"}
+    client = httpx.AsyncClient(
+        base_url=url, timeout=120, headers=keyed, limits=httpx.Limits(max_connections=None)
+    )
+    probe = httpx.AsyncClient(
+        base_url=url, timeout=PROBE_TIMEOUT, limits=httpx.Limits(max_keepalive_connections=0)
+    )
+    async with client, probe:
+        speaker = (await client.get("/v1/speakers")).json()["speakers"][0]
+        kinds = list(KINDS.items())
+
+        async def loop(offset: int) -> None:
+            turn = offset
+            while time.monotonic() < end:
+                kind, send = kinds[turn % len(kinds)]
+                turn += 1
+                try:
+                    status = str(await send(client, speaker))
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                soak.answers[(kind, status)] += 1
+                if status == "429":
+                    await asyncio.sleep(1)  # Retry-After
+
+        async def probing() -> None:
+            while time.monotonic() < end:
+                start = time.perf_counter()
+                try:
+                    (await probe.get("/healthz")).raise_for_status()
+                    soak.probes.append((time.perf_counter() - start) * 1000)
+                except httpx.HTTPError:
+                    soak.unanswered_probes += 1
+                await asyncio.sleep(PROBE_EVERY)
+
+        async def sampling() -> None:
+            while time.monotonic() < end:
+                soak.rss.append((time.monotonic() - began, _rss(pid)))
+                await asyncio.sleep(RSS_EVERY)
+            soak.rss.append((time.monotonic() - began, _rss(pid)))
+
+        await asyncio.gather(*(loop(index * 3) for index in range(clients)), probing(), sampling())
+    return soak
+
+
+def run(
+    code: Path, artifact: Path, seconds: float, clients: int = CLIENTS, env: dict[str, str] | None = None
+) -> Soak:
+    """Start `serve` from `code` on `artifact` with SERVER_SETTINGS (and `env`), soak it, stop it."""
+    port = serving.free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = serving.start(code, artifact, port, {**SERVER_SETTINGS, **(env or {})})
+    try:
+        serving.wait_ready(server, url)
+        return asyncio.run(_traffic(url, server.pid, seconds, clients))
+    finally:
+        serving.stop(server)
+
+
+__all__ = ["KINDS", "Soak", "run"]

@@ -1,0 +1,100 @@
+"""The Lambda runtime with faults injected into the job worker, for test_job_crashes.py (the child process):
+
+  python tests/function/jobs/job_faults.py SPEC[,SPEC...] HANDLER
+
+SPEC is one of
+  one_segment              each invocation has room for one segment (the engine's budget runs out
+                           after it), so a job continues through a continuation message
+  kill:segment:N           SIGKILL once the N-th segment's audio is made, before its part is written
+  kill:OPERATION:SUFFIX    SIGKILL at the first S3 / SQS OPERATION (PutObject, GetObject, SendMessage)
+                           on a key (or queue URL) ending in SUFFIX, before it is sent
+  fail:OPERATION:SUFFIX    that call fails instead, as a lost connection does (once; later calls work)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+SERVICES = {"PutObject": "s3", "GetObject": "s3", "SendMessage": "sqs"}
+
+
+def one_segment() -> None:
+    from function.cosyvoice.budget import OverBudget
+    from function.cosyvoice.engine import Engine
+
+    original = Engine.stream
+
+    def one(self: Engine, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        chunks = original(self, *args, **kwargs)
+        yield next(chunks)
+        chunks.close()
+        raise OverBudget("injected: this invocation had room for one segment")
+
+    Engine.stream = one  # type: ignore[method-assign]
+
+
+def kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def fail() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    raise EndpointConnectionError(endpoint_url="injected: the connection was lost")
+
+
+def at_segment(count: int, act: Callable[[], None]) -> None:
+    from function.jobs import worker
+
+    original, made = worker.to_pcm16, [0]
+
+    def counted(chunk: Any) -> bytes:
+        made[0] += 1
+        if made[0] == count:
+            act()
+        return original(chunk)
+
+    worker.to_pcm16 = counted
+
+
+def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
+    from function.shared import aws_clients
+
+    original, fired = aws_clients._session, [False]
+
+    def hook(params: dict[str, Any], **_: Any) -> None:
+        target = str(params.get("Key", params.get("QueueUrl", "")))
+        if not fired[0] and target.endswith(suffix):
+            fired[0] = True
+            act()
+
+    def session() -> Any:
+        made = original()
+        made.events.register(f"provide-client-params.{SERVICES[operation]}.{operation}", hook)
+        return made
+
+    aws_clients._session = session
+
+
+def inject(spec: str) -> None:
+    if spec == "one_segment":
+        one_segment()
+        return
+    action, point, argument = spec.split(":", 2)
+    act = {"kill": kill, "fail": fail}[action]
+    if point == "segment":
+        at_segment(int(argument), act)
+    else:
+        at_call(point, argument, act)
+
+
+if __name__ == "__main__":
+    from function.local.runtime import main
+
+    for spec in sys.argv[1].split(","):
+        inject(spec)
+    main([sys.argv[0], *sys.argv[2:]])

@@ -1,0 +1,158 @@
+"""Jobs that survive crashes: the worker killed (SIGKILL) or its S3 / SQS calls failing mid-segment,
+mid-assembly and between a part's write and the continuation's send, under the real runtime client with S3
+and SQS on moto_server (faults injected by job_faults.py in the runtime process).
+
+GIVEN a raw job of two segments on the queue, and a first environment that meets the fault
+WHEN Lambda's poller goes on delivering the job's messages to a healthy environment (a new one: Lambda
+replaces an environment whose process died)
+THEN the job ends done exactly once, its audio byte for byte the same text and seed made in one run, each
+part written once; a failure's reason is in the status meanwhile; a dead worker's `running` status is
+taken over once its lease has run out.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from function.local.invoke import LocalLambda, RuntimeFailed
+from tests.function.support import SPEAKER, batch_records, local_lambda
+
+pytestmark = pytest.mark.engine
+
+FAULTS = Path(__file__).with_name("job_faults.py")
+SENTENCE = (
+    "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
+    " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
+    " in the whole town expects that today will be any different from the long and gentle day before it."
+)
+TEXT = f"{SENTENCE} {SENTENCE}"  # two segments: the least that has a middle
+SEED = 5
+LEASE_SECONDS = 2
+
+# fault → what the first environment meets; "killed" or the error code its status then shows.
+CASES = {
+    "killed mid-segment": ("kill:segment:2", "killed"),
+    "killed between a part's write and the continuation's send": ("one_segment,kill:SendMessage:", "killed"),
+    "killed mid-assembly": ("kill:GetObject:parts/000001.pcm", "killed"),
+    "S3 PUT failing at a part's write": ("fail:PutObject:parts/000001.pcm", "storage_error"),
+    "S3 GET failing mid-assembly": ("fail:GetObject:parts/000001.pcm", "storage_error"),
+    "S3 PUT failing at the audio's write": ("fail:PutObject:.wav", "storage_error"),
+    "SQS SendMessage failing at the continuation": ("one_segment,fail:SendMessage:", "queue_error"),
+}
+
+
+def deliver(runtime: LocalLambda, sqs: Any, queue: str) -> dict[str, Any] | None:
+    """One poll as Lambda's poller makes it: acked records deleted; records handed back made visible at
+    once (the pause they asked for, passed)."""
+    messages = sqs.receive_message(
+        QueueUrl=queue, MaxNumberOfMessages=1, WaitTimeSeconds=2, AttributeNames=["All"]
+    ).get("Messages", [])
+    if not messages:
+        return None
+    (message,) = messages
+    event = {
+        "Records": [
+            {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message["Attributes"],
+                "eventSource": "aws:sqs",
+            }
+        ]
+    }
+    reply = runtime.invoke(event).json()
+    if reply["batchItemFailures"]:
+        sqs.change_message_visibility(
+            QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+        )
+    else:
+        sqs.delete_message(QueueUrl=queue, ReceiptHandle=message["ReceiptHandle"])
+    return reply
+
+
+def read_status(s3: Any, bucket: str, job_id: str) -> dict[str, Any]:
+    return json.loads(s3.get_object(Bucket=bucket, Key=f"tts/jobs/{job_id}/status.json")["Body"].read())
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_a_job_survives_its_worker_dying_or_its_storage_failing(
+    case: str, artifact_location: str, s3_env: dict[str, str], bucket: str, queue: str, sqs: Any, s3: Any
+) -> None:
+    spec, met = CASES[case]
+    env = dict(
+        COSYVOICE_OUTPUT_BUCKET=bucket,
+        COSYVOICE_JOB_QUEUE_URL=queue,
+        COSYVOICE_JOB_LEASE_SECONDS=str(LEASE_SECONDS),
+        COSYVOICE_WARMUP="0",
+        **s3_env,
+    )
+    job_id = "crash"
+    sqs.send_message(
+        QueueUrl=queue, MessageBody=json.dumps({"id": job_id, "text": TEXT, "speaker": SPEAKER, "seed": SEED})
+    )
+    faulty = local_lambda(artifact_location, **env)
+    faulty.launcher = (str(FAULTS), spec)
+    with faulty:
+        faulty.wait_init()
+        if met == "killed":
+            with pytest.raises(RuntimeFailed):
+                deliver(faulty, sqs, queue)
+            # Left running (with the dead worker's lease, unless it had given it up to continue).
+            assert read_status(s3, bucket, job_id)["status"] == "running"
+        else:
+            reply = deliver(faulty, sqs, queue)
+            assert reply is not None and len(reply["batchItemFailures"]) == 1  # handed back, not lost
+            noted = read_status(s3, bucket, job_id)
+            assert noted["last_error"]["code"] == met and "injected" in noted["last_error"]["message"]
+
+    with local_lambda(artifact_location, **env) as healthy:
+        healthy.wait_init()
+        one_run = healthy.invoke({"text": TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
+        for _ in range(40):  # the dead worker's lease runs out; the job is taken over and finished
+            if read_status(s3, bucket, job_id)["status"] in ("done", "failed"):
+                break
+            if deliver(healthy, sqs, queue) is None:
+                time.sleep(0.2)
+        outcomes = [record["status"] for record in batch_records(healthy, 1)]
+        done = read_status(s3, bucket, job_id)
+
+    assert done["status"] == "done", done
+    assert outcomes.count("done") == 1 and set(outcomes) <= {"done", "deferred", "continued"}, outcomes
+    audio = s3.get_object(Bucket=bucket, Key=f"tts/{job_id}.wav")["Body"].read()
+    assert audio == base64.b64decode(one_run["audio"])  # nothing lost, nothing doubled
+    parts = s3.list_objects_v2(Bucket=bucket, Prefix=f"tts/jobs/{job_id}/parts/")["Contents"]
+    assert [item["Key"].rsplit("/", 1)[1] for item in parts] == ["000000.pcm", "000001.pcm"]
+    assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", []) == []  # nothing left
+
+
+def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(
+    s3_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from function.jobs import store
+    from function.shared.aws_clients import reset_clients
+    from function.shared.schema import SpeechJob
+    from function.shared.settings import Settings
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    reset_clients()
+    try:
+        settings = Settings(artifact="unused", output_bucket=bucket)
+        job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
+        assert store.take_lease(job, time.time() + 1.0)  # the first worker
+        assert not store.take_lease(job, time.time() + 60)  # a duplicate delivery while it works
+        held = store.status(job)
+        assert held is not None and held.state == "running" and held.held(time.time())
+        time.sleep(1.1)  # the first worker died without a word: its lease runs out
+        assert store.take_lease(job, time.time() + 60)  # taken over
+        store.update_status(job, "done")
+        assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
+    finally:
+        reset_clients()
