@@ -16,6 +16,7 @@ from bench import cost
 from bench.config import BenchConfig
 from bench.stages import CONTEXTS
 from bench.tables import Table, median, plain, ratio, seconds
+from bench.workload import SPEECH_TOKENS_PER_TEXT_TOKEN
 
 STREAM_TEXT = "ten_seconds"
 FULL_TEXT_VARIANTS = ("upstream fp32", "ours fp32")  # the others only run STREAM_TEXT
@@ -157,8 +158,9 @@ def table(
             " int8 / int4 LLM weights and int8 flow MatMuls (--flow-weights int8), the vocoder stays fp32"
         )
     result.notes.append(
-        "random weights: a segment usually runs to 20 speech tokens per text token (EOS is rarely"
-        " drawn), so audio length follows from the text's token count"
+        f"random weights: a segment usually runs to {SPEECH_TOKENS_PER_TEXT_TOKEN:g} speech tokens per text"
+        " token (v1's bound, on both sides; EOS is rarely drawn), so audio length follows from the text's"
+        " token count"
     )
     return result
 
