@@ -18,6 +18,7 @@ bare 500 for ours (the traceback goes to the log, never into the response).
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
@@ -38,9 +39,11 @@ from function.api.sse import SpeechEvents
 from function.core.errors import TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
+from function.core.script import MARK_TYPES
 from function.jobs.routes import router as job_router
 from function.shared.audio import iter_encode
 from function.shared.limits import http_deadline
+from function.shared.marks import MARKS_MEDIA_TYPE, MarkCollector, marked_stream, marks_jsonl
 from function.shared.model import get_engine, loaded_engine
 from function.shared.reply import STREAMING_TRANSPORT, reply_audio
 from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
@@ -129,6 +132,34 @@ def synthesize_response(
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
 
 
+def marked_response(body: SpeechRequest, request: Request) -> Response:
+    """/v1/tts with speech marks (function.shared.marks): one JSON reply (audio base64 + marks), the
+    marks alone as JSON lines, or, streamed, NDJSON lines with each mark before the audio it describes."""
+    settings = get_settings()
+    options = body.to_options().validated(settings.max_text_chars)
+    deadline = http_deadline(request.scope, settings.max_request_seconds)
+    engine = get_engine()
+    output = options.output(engine.sample_rate)
+    types = body.speech_marks or list(MARK_TYPES)
+    marks = MarkCollector(engine.marked(options, deadline), types, engine.sample_rate)
+    headers = {"X-Sample-Rate": str(output.rate)}
+    if options.stream and not body.marks_only and request.scope.get(STREAMING_TRANSPORT, True):
+        return StreamingResponse(marked_stream(marks, output), media_type=MARKS_MEDIA_TYPE, headers=headers)
+    audio = reply_audio(options, output, marks.audio(), settings)
+    if body.marks_only:
+        return Response(marks_jsonl(marks.marks), media_type=MARKS_MEDIA_TYPE, headers=headers)
+    return JSONResponse(
+        {
+            "format": output.name,
+            "content_type": output.media_type,
+            "sample_rate": output.rate,
+            "audio": base64.b64encode(audio).decode(),
+            "marks": [mark.to_dict() for mark in marks.marks],
+        },
+        headers=headers,
+    )
+
+
 def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Response:
     """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
     (X-Instructions says which), then synthesized like /v1/tts."""
@@ -172,6 +203,8 @@ def create_app() -> FastAPI:
 
     @synthesis("/v1/tts", _AUDIO, "Synthesize speech")
     def tts(body: SpeechRequest, request: Request) -> Response:
+        if body.speech_marks or body.marks_only:
+            return marked_response(body, request)
         return synthesize_response(body.to_options(), request)
 
     @synthesis("/v1/audio/speech", _SPEECH, "OpenAI-compatible speech")

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from function.core.errors import TTSError
+from function.core.errors import InvalidRequest, TTSError
 from function.core.options import SynthesisOptions
 from function.shared import storage
 from function.shared.schema import JOB_ID_PATTERN, SpeechJob
@@ -205,7 +205,11 @@ def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
     """Store a new job (True), or find the one its id names with the same content (False). A request
     without an id gets a fresh one. Raises JobConflict for an id taken by other content."""
     bucket = bucket_of(settings)
-    request.to_options().validated(settings.job_max_text_chars)
+    if request.to_options().validated(settings.job_max_text_chars).script is not None:
+        # A job is checkpointed by text segment; a script's pieces do not map onto them yet.
+        raise InvalidRequest(
+            "SSML and speech marks are not available on jobs yet: send them to POST /v1/tts"
+        )
     job_id = request.id or uuid.uuid4().hex
     request = request.model_copy(update={"id": job_id})
     request.output_name()  # refuses a bad output_key before anything is stored
