@@ -3,7 +3,9 @@ speech mark yielded just before the audio it describes.
 
 Mark times count the samples actually yielded before the piece (at the model's rate), so they hold
 whatever the LLM drew, the speed and the pauses: a mark and the audio of the same seed agree to the sample.
-Each spoken piece gets its own seed spawned from the request's, so one seed pins the whole performance.
+The first spoken piece is synthesised with the request's seed (a one-sentence request then sounds as it
+does without marks); each later one with its own seed spawned from it, so one seed pins the whole
+performance, and adding a break or a mark changes nothing else.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ def perform(
     """Audio chunks (float32 mono, the model's rate) and speech marks, in the order they belong."""
     rate = engine.sample_rate
     samples = 0  # yielded so far
-    seeds = (
-        np.random.SeedSequence(options.seed).spawn(len(script.pieces)) if options.seed is not None else None
-    )
+    spoken = sum(isinstance(piece, Spoken) for piece in script.pieces)
+    seeds = np.random.SeedSequence(options.seed).spawn(spoken) if options.seed is not None else None
+    index = 0  # of the next spoken piece
 
     def now() -> int:
         return round(samples * 1000 / rate)
 
-    for index, piece in enumerate(script.pieces):
+    for piece in script.pieces:
         if isinstance(piece, Pause):
             silence = np.zeros(round(piece.seconds * rate), dtype=np.float32)
             samples += silence.size
@@ -49,12 +51,15 @@ def perform(
                 chunk = np.clip(chunk * piece.gain, -1.0, 1.0) if piece.gain != 1.0 else chunk
                 samples += chunk.size
                 yield chunk
+            index += 1
 
 
 def _piece_options(
     options: SynthesisOptions, piece: Spoken, seeds: list[np.random.SeedSequence] | None, index: int
 ) -> SynthesisOptions:
-    seed = None if seeds is None else int(seeds[index].generate_state(1, np.uint64)[0] >> np.uint64(1))
+    seed = options.seed
+    if seeds is not None and index > 0:
+        seed = int(seeds[index].generate_state(1, np.uint64)[0] >> np.uint64(1))  # below 2**63
     return replace(options, text=piece.model_text, speed=piece.speed, seed=seed, script=None)
 
 
