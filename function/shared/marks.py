@@ -18,6 +18,7 @@ from function.core.script import MarkType, SpeechMark
 from function.shared.audio import iter_encode
 
 MARKS_MEDIA_TYPE = "application/x-ndjson"
+VTT_MEDIA_TYPE = "text/vtt"
 
 
 class MarkCollector:
@@ -41,6 +42,10 @@ class MarkCollector:
             else:
                 self._samples += item.size
                 yield item
+
+    @property
+    def samples(self) -> int:
+        return self._samples
 
     @property
     def duration_ms(self) -> int:
@@ -93,4 +98,4 @@ def marked_stream(collector: MarkCollector, output: Output) -> Iterator[bytes]:
     yield b"".join(_line({"mark": mark.to_dict()}) for mark in collector.take())
 
 
-__all__ = ["MARKS_MEDIA_TYPE", "MarkCollector", "marked_stream", "marks_jsonl", "webvtt"]
+__all__ = ["MARKS_MEDIA_TYPE", "VTT_MEDIA_TYPE", "MarkCollector", "marked_stream", "marks_jsonl", "webvtt"]

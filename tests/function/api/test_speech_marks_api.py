@@ -148,11 +148,3 @@ def test_the_openai_route_takes_a_speak_document(client: httpx.Client) -> None:
     audio, rate = soundfile.read(io.BytesIO(with_break.content), dtype="int16")
     # The two seconds, resampled to 24 kHz: the resampler's filter reaches a few ms into each edge.
     assert 2 * rate - 0.01 * rate <= longest_zero_run(audio) <= 2 * rate
-
-
-def test_jobs_refuse_ssml_and_marks_for_now_instead_of_dropping_them(client: httpx.Client) -> None:
-    for extra in ({"text_type": "ssml"}, {"speech_marks": ["sentence"]}):
-        body = {"text": DOCUMENT if extra.get("text_type") else "Hello.", "speaker": SPEAKER, **extra}
-        response = client.post("/v1/jobs", json=body)
-        assert response.status_code == 400, response.text
-        assert "not available on jobs yet" in response.json()["error"]["message"]
