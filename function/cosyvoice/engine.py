@@ -273,7 +273,7 @@ class Engine:
         script = options.script
         if script is None:
             script = Script((Spoken(options.text, 0, len(options.text.encode()), options.speed),))
-        return perform(self, options, script, deadline)
+        return perform(self.stream, self.sample_rate, options, script, deadline)
 
     def _segment(
         self, generated: Iterator[int], stream: SegmentStream, chunked: bool, speed: float

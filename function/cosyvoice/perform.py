@@ -10,9 +10,8 @@ performance, and adding a break or a mark changes nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,15 +19,14 @@ from function.core.deadline import Deadline
 from function.core.options import SynthesisOptions
 from function.core.script import Mark, Pause, Script, SpeechMark, Spoken
 
-if TYPE_CHECKING:
-    from function.cosyvoice.engine import Engine
+# One piece's audio: the engine's stream (function.cosyvoice.engine.Engine.stream) for a script-free request.
+Synthesize = Callable[[SynthesisOptions, Deadline | None], Iterator[np.ndarray]]
 
 
 def perform(
-    engine: Engine, options: SynthesisOptions, script: Script, deadline: Deadline | None = None
+    synthesize: Synthesize, rate: int, options: SynthesisOptions, script: Script, deadline: Deadline | None
 ) -> Iterator[np.ndarray | SpeechMark]:
-    """Audio chunks (float32 mono, the model's rate) and speech marks, in the order they belong."""
-    rate = engine.sample_rate
+    """Audio chunks (float32 mono at `rate`, the model's) and speech marks, in the order they belong."""
     samples = 0  # yielded so far
     spoken = sum(isinstance(piece, Spoken) for piece in script.pieces)
     seeds = np.random.SeedSequence(options.seed).spawn(spoken) if options.seed is not None else None
@@ -47,7 +45,7 @@ def perform(
             yield SpeechMark(now(), "ssml", piece.start, piece.end, piece.name)
         else:
             yield SpeechMark(now(), "sentence", piece.start, piece.end, piece.text)
-            for chunk in engine.stream(_piece_options(options, piece, seeds, index), deadline):
+            for chunk in synthesize(_piece_options(options, piece, seeds, index), deadline):
                 chunk = np.clip(chunk * piece.gain, -1.0, 1.0) if piece.gain != 1.0 else chunk
                 samples += chunk.size
                 yield chunk

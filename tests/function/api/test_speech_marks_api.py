@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.function.support import SPEAKER
+from tests.function.support import SPEAKER, assert_error
 
 pytestmark = pytest.mark.engine
 
@@ -130,8 +130,7 @@ def test_a_streamed_request_sends_each_mark_before_its_audio(client: httpx.Clien
 )
 def test_bad_ssml_is_a_400_that_says_where(client: httpx.Client, text: str, words: str) -> None:
     response = tts(client, text=text)
-    assert response.status_code == 400, response.text
-    assert response.json()["error"]["code"] == "invalid_request"
+    assert_error(response, 400, "invalid_request")
     assert words in response.json()["error"]["message"]
 
 
