@@ -22,7 +22,6 @@ import base64
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import chain
 from typing import Any
 
 from fastapi import FastAPI
@@ -43,7 +42,13 @@ from function.core.script import MARK_TYPES
 from function.jobs.routes import router as job_router
 from function.shared.audio import iter_encode
 from function.shared.limits import http_deadline
-from function.shared.marks import MARKS_MEDIA_TYPE, MarkCollector, marked_stream, marks_jsonl
+from function.shared.marks import (
+    MARKS_MEDIA_TYPE,
+    MarkCollector,
+    drawn_to_first_audio,
+    marked_stream,
+    marks_jsonl,
+)
 from function.shared.model import get_engine, loaded_engine
 from function.shared.reply import STREAMING_TRANSPORT, reply_audio
 from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
@@ -114,11 +119,11 @@ def synthesize_response(
     output = options.output(engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
     media = EVENT_STREAM if events is not None else output.media_type
+    # An event stream of SSML also carries its speech marks (function.api.sse).
+    marked = events is not None and options.script is not None
     if options.stream and settings.max_response_bytes is None:
-        chunks = engine.stream(options, deadline)
-        # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
-        first = next(chunks, None)
-        audio: Iterator[Any] = chain([] if first is None else [first], chunks)
+        chunks = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
+        audio: Iterator[Any] = drawn_to_first_audio(chunks)
         if events is not None:
             audio = events.measure(audio)
         body = iter_encode(audio, output)
@@ -128,7 +133,8 @@ def synthesize_response(
     if events is None:
         data = reply_audio(options, output, engine.stream(options, deadline), settings)
         return Response(data, media_type=media, headers=headers)
-    data = reply_audio(options, output, events.measure(engine.stream(options, deadline)), settings)
+    source = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
+    data = reply_audio(options, output, events.measure(source), settings)
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
 
 
@@ -141,7 +147,7 @@ def marked_response(body: SpeechRequest, request: Request) -> Response:
     engine = get_engine()
     output = options.output(engine.sample_rate)
     types = body.speech_marks or list(MARK_TYPES)
-    marks = MarkCollector(engine.marked(options, deadline), types, engine.sample_rate)
+    marks = MarkCollector(drawn_to_first_audio(engine.marked(options, deadline)), types, engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate)}
     if options.stream and not body.marks_only and request.scope.get(STREAMING_TRANSPORT, True):
         return StreamingResponse(marked_stream(marks, output), media_type=MARKS_MEDIA_TYPE, headers=headers)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import TypeVar
 
 import numpy as np
 
@@ -17,6 +19,7 @@ from function.core.formats import Output
 from function.core.script import MarkType, SpeechMark
 from function.shared.audio import iter_encode
 
+Item = TypeVar("Item", np.ndarray, np.ndarray | SpeechMark)
 MARKS_MEDIA_TYPE = "application/x-ndjson"
 VTT_MEDIA_TYPE = "text/vtt"
 
@@ -55,6 +58,17 @@ class MarkCollector:
         """The marks collected since the last take."""
         taken, self.marks = self.marks, []
         return taken
+
+
+def drawn_to_first_audio(items: Iterator[Item]) -> Iterator[Item]:
+    """`items` with those up to the first audio chunk drawn now: a streamed reply's input errors then
+    still become a 4xx instead of a cut stream (a script's first mark comes before any synthesis)."""
+    head: list[Item] = []
+    for item in items:
+        head.append(item)
+        if isinstance(item, np.ndarray):
+            break
+    return chain(head, items)
 
 
 def _line(value: object) -> bytes:
@@ -98,4 +112,12 @@ def marked_stream(collector: MarkCollector, output: Output) -> Iterator[bytes]:
     yield b"".join(_line({"mark": mark.to_dict()}) for mark in collector.take())
 
 
-__all__ = ["MARKS_MEDIA_TYPE", "VTT_MEDIA_TYPE", "MarkCollector", "marked_stream", "marks_jsonl", "webvtt"]
+__all__ = [
+    "MARKS_MEDIA_TYPE",
+    "VTT_MEDIA_TYPE",
+    "drawn_to_first_audio",
+    "MarkCollector",
+    "marked_stream",
+    "marks_jsonl",
+    "webvtt",
+]

@@ -147,3 +147,39 @@ def test_the_openai_route_takes_a_speak_document(client: httpx.Client) -> None:
     audio, rate = soundfile.read(io.BytesIO(with_break.content), dtype="int16")
     # The two seconds, resampled to 24 kHz: the resampler's filter reaches a few ms into each edge.
     assert 2 * rate - 0.01 * rate <= longest_zero_run(audio) <= 2 * rate
+
+
+def sse_events(client: httpx.Client, body: dict[str, Any]) -> list[dict[str, Any]]:
+    with client.stream("POST", "/v1/audio/speech", json=body) as response:
+        assert response.status_code == 200, response.read()
+        return [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+
+
+@pytest.mark.parametrize("stream_format", ["sse"])
+def test_the_openai_sse_stream_sends_each_mark_before_its_audio(
+    client: httpx.Client, stream_format: str
+) -> None:
+    body = {"model": "tts-1", "input": DOCUMENT, "voice": SPEAKER, "response_format": "pcm", "seed": 4}
+    events = sse_events(client, {**body, "stream_format": "sse"})
+    assert [e["mark"]["value"] for e in events if e["type"] == "speech.mark"] == [
+        "Hello.",
+        "next",
+        "Good bye.",
+    ]
+    heard = 0  # 24 kHz samples received before each mark
+    for event in events:
+        if event["type"] == "speech.audio.delta":
+            heard += len(base64.b64decode(event["audio"])) // 2
+        elif event["type"] == "speech.mark":
+            # Marks are timed at the model's rate; the 24 kHz resampler holds back a few ms at most.
+            assert heard * 1000 / 24000 <= event["mark"]["time"] + 1
+    assert events[-1]["type"] == "speech.audio.done"
+    plain = sse_events(client, {**body, "input": "Hello.", "stream_format": "sse"})
+    assert not any(e["type"] == "speech.mark" for e in plain)
+
+
+def test_a_streamed_marked_request_with_bad_input_is_still_a_400(client: httpx.Client) -> None:
+    response = tts(client, speaker="nobody", stream=True, speech_marks=["sentence"], format="pcm")
+    assert_error(response, 400, "unknown_speaker")
+    body = {"model": "tts-1", "input": DOCUMENT, "voice": "nobody", "stream_format": "sse"}
+    assert client.post("/v1/audio/speech", json=body).status_code == 400
