@@ -149,7 +149,9 @@ def marked_response(body: SpeechRequest, request: Request) -> Response:
     types = body.speech_marks or list(MARK_TYPES)
     marks = MarkCollector(drawn_to_first_audio(engine.marked(options, deadline)), types, engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate)}
-    if options.stream and not body.marks_only and request.scope.get(STREAMING_TRANSPORT, True):
+    if request.scope.get(STREAMING_TRANSPORT):  # as synthesize_response: no buffered-response limit there
+        settings = replace(settings, max_response_bytes=None)
+    if options.stream and not body.marks_only and settings.max_response_bytes is None:
         return StreamingResponse(marked_stream(marks, output), media_type=MARKS_MEDIA_TYPE, headers=headers)
     audio = reply_audio(options, output, marks.audio(), settings)
     if body.marks_only:
