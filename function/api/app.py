@@ -18,10 +18,10 @@ bare 500 for ours (the traceback goes to the log, never into the response).
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import chain
 from typing import Any
 
 from fastapi import FastAPI
@@ -38,9 +38,17 @@ from function.api.sse import SpeechEvents
 from function.core.errors import TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
+from function.core.script import MARK_TYPES
 from function.jobs.routes import router as job_router
 from function.shared.audio import iter_encode
 from function.shared.limits import http_deadline
+from function.shared.marks import (
+    MARKS_MEDIA_TYPE,
+    MarkCollector,
+    drawn_to_first_audio,
+    marked_stream,
+    marks_jsonl,
+)
 from function.shared.model import get_engine, loaded_engine
 from function.shared.reply import STREAMING_TRANSPORT, reply_audio
 from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
@@ -111,11 +119,11 @@ def synthesize_response(
     output = options.output(engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
     media = EVENT_STREAM if events is not None else output.media_type
+    # An event stream of SSML also carries its speech marks (function.api.sse).
+    marked = events is not None and options.script is not None
     if options.stream and settings.max_response_bytes is None:
-        chunks = engine.stream(options, deadline)
-        # Pull the first chunk now: input errors then still become a 4xx instead of a cut stream.
-        first = next(chunks, None)
-        audio: Iterator[Any] = chain([] if first is None else [first], chunks)
+        chunks = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
+        audio: Iterator[Any] = drawn_to_first_audio(chunks)
         if events is not None:
             audio = events.measure(audio)
         body = iter_encode(audio, output)
@@ -125,8 +133,39 @@ def synthesize_response(
     if events is None:
         data = reply_audio(options, output, engine.stream(options, deadline), settings)
         return Response(data, media_type=media, headers=headers)
-    data = reply_audio(options, output, events.measure(engine.stream(options, deadline)), settings)
+    source = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
+    data = reply_audio(options, output, events.measure(source), settings)
     return Response(b"".join(events.events([data])), media_type=media, headers=headers)
+
+
+def marked_response(body: SpeechRequest, request: Request) -> Response:
+    """/v1/tts with speech marks (function.shared.marks): one JSON reply (audio base64 + marks), the
+    marks alone as JSON lines, or, streamed, NDJSON lines with each mark before the audio it describes."""
+    settings = get_settings()
+    options = body.to_options().validated(settings.max_text_chars)
+    deadline = http_deadline(request.scope, settings.max_request_seconds)
+    engine = get_engine()
+    output = options.output(engine.sample_rate)
+    types = body.speech_marks or list(MARK_TYPES)
+    marks = MarkCollector(drawn_to_first_audio(engine.marked(options, deadline)), types, engine.sample_rate)
+    headers = {"X-Sample-Rate": str(output.rate)}
+    if request.scope.get(STREAMING_TRANSPORT):  # as synthesize_response: no buffered-response limit there
+        settings = replace(settings, max_response_bytes=None)
+    if options.stream and not body.marks_only and settings.max_response_bytes is None:
+        return StreamingResponse(marked_stream(marks, output), media_type=MARKS_MEDIA_TYPE, headers=headers)
+    audio = reply_audio(options, output, marks.audio(), settings)
+    if body.marks_only:
+        return Response(marks_jsonl(marks.marks), media_type=MARKS_MEDIA_TYPE, headers=headers)
+    return JSONResponse(
+        {
+            "format": output.name,
+            "content_type": output.media_type,
+            "sample_rate": output.rate,
+            "audio": base64.b64encode(audio).decode(),
+            "marks": [mark.to_dict() for mark in marks.marks],
+        },
+        headers=headers,
+    )
 
 
 def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Response:
@@ -172,6 +211,8 @@ def create_app() -> FastAPI:
 
     @synthesis("/v1/tts", _AUDIO, "Synthesize speech")
     def tts(body: SpeechRequest, request: Request) -> Response:
+        if body.speech_marks or body.marks_only:
+            return marked_response(body, request)
         return synthesize_response(body.to_options(), request)
 
     @synthesis("/v1/audio/speech", _SPEECH, "OpenAI-compatible speech")

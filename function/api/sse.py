@@ -4,6 +4,9 @@ events, then one `speech.audio.done` carrying usage, each a `data: {json}` line 
 The deltas join into the file the same request would get without events (a streamed wav's header says
 "unknown length"). Usage: input tokens are the text's tokens (the model's BPE); output tokens are the
 speech tokens the audio spans, at the model's token rate (50 per second of audio for CosyVoice v1).
+
+An SSML `input` adds this API's own `speech.mark` events (`{"type": "speech.mark", "mark": {"time",
+"type", "start", "end", "value"}}`, function.shared.marks), each sent before the audio it describes.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+
+from function.core.script import SpeechMark
 
 MEDIA_TYPE = "text/event-stream"
 
@@ -26,10 +31,14 @@ class SpeechEvents:
         self.input_tokens = input_tokens
         self._samples_per_token = sample_rate / token_rate
         self._samples = 0
+        self._marks: list[SpeechMark] = []  # measured, not yet sent
 
-    def measure(self, chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        """The chunks (at the model's rate) unchanged, counted for the usage."""
+    def measure(self, chunks: Iterable[np.ndarray | SpeechMark]) -> Iterator[np.ndarray]:
+        """The chunks (at the model's rate) unchanged, counted for the usage; marks kept for `events`."""
         for chunk in chunks:
+            if isinstance(chunk, SpeechMark):
+                self._marks.append(chunk)
+                continue
             self._samples += len(chunk)
             yield chunk
 
@@ -39,9 +48,16 @@ class SpeechEvents:
 
     def events(self, pieces: Iterable[bytes]) -> Iterator[bytes]:
         for piece in pieces:
+            yield from self._sent_marks()
             if piece:
                 yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(piece).decode("ascii")})
+        yield from self._sent_marks()
         yield _event({"type": "speech.audio.done", "usage": self.usage()})
+
+    def _sent_marks(self) -> Iterator[bytes]:
+        marks, self._marks = self._marks, []
+        for mark in marks:
+            yield _event({"type": "speech.mark", "mark": mark.to_dict()})
 
 
 def _event(data: dict[str, Any]) -> bytes:

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 from function.core.errors import InvalidRequest, TextTooLong
 from function.core.formats import Output, audio_format
+from function.core.script import Script
 from function.core.text import clean_optional, clean_text
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
@@ -38,6 +39,8 @@ class SynthesisOptions:
     speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
     seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
+    # pieces to perform in order (SSML, or text asking for speech marks); `text` is then its spoken text
+    script: Script | None = None
 
     def __post_init__(self) -> None:
         # Every edge's text passes here before it is measured or spoken (function.core.text).

@@ -32,12 +32,14 @@ import numpy as np
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, UnknownSpeaker
 from function.core.options import Mode, SynthesisOptions
+from function.core.script import Script, SpeechMark, Spoken
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import SpeedMeter
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
 from function.cosyvoice.graphs import available_cpus
 from function.cosyvoice.llm import LLM
+from function.cosyvoice.perform import audio_only, perform
 from function.cosyvoice.run_ahead import RunAhead
 from function.cosyvoice.stream import TOKEN_LOOKAHEAD, SegmentStream, Voice
 from function.cosyvoice.vocoder import Vocoder
@@ -216,7 +218,11 @@ class Engine:
 
         deadline: refuse up front (function.cosyvoice.budget.OverBudget) what is not expected to finish by it,
         and stop at it (DeadlineExceeded). only: synthesise just these segments of the text (a job's
-        next part), with the randomness they get in a run of the whole text."""
+        next part), with the randomness they get in a run of the whole text. A script (options.script) is
+        performed piece by piece (function.cosyvoice.perform; `marked` also gives its speech marks)."""
+        if options.script is not None:
+            yield from audio_only(self.marked(options, deadline))
+            return
         options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
         inputs = self.model_inputs(options, only)
         segments = self.segments(options.text)
@@ -258,6 +264,16 @@ class Engine:
                     resumed = time.perf_counter()
             busy += time.perf_counter() - resumed
         self.speed.observe(busy, counted.tokens)
+
+    def marked(
+        self, options: SynthesisOptions, deadline: Deadline | None = None
+    ) -> Iterator[np.ndarray | SpeechMark]:
+        """Audio chunks with each speech mark just before the audio it describes. Text without a script
+        is one sentence."""
+        script = options.script
+        if script is None:
+            script = Script((Spoken(options.text, 0, len(options.text.encode()), options.speed),))
+        return perform(self.stream, self.sample_rate, options, script, deadline)
 
     def _segment(
         self, generated: Iterator[int], stream: SegmentStream, chunked: bool, speed: float

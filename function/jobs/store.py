@@ -48,6 +48,7 @@ from function.shared.settings import Settings
 
 JOBS_FOLDER = "jobs/"
 PCM_BYTES = 2  # s16le
+MARKED_KEYS = ("marks_key", "captions_key")  # a marked job's speech marks and captions, beside its audio
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 _JSON = "application/json"
 _WRITE_ATTEMPTS = 5  # status writers racing on one job: each lost race re-reads and retries
@@ -113,6 +114,19 @@ class Job:
     def format(self) -> str:
         return self.request.format
 
+    @property
+    def marks_key(self) -> str:
+        """Beside the audio: its speech marks as JSON lines (a job with SSML or speech marks)."""
+        return self._beside_audio(".marks.jsonl")
+
+    @property
+    def captions_key(self) -> str:
+        """Beside the audio: WebVTT captions, one cue per sentence."""
+        return self._beside_audio(".vtt")
+
+    def _beside_audio(self, suffix: str) -> str:
+        return self.key.removesuffix(f".{self.format}") + suffix
+
     def part_key(self, index: int) -> str:
         return f"{self.folder}parts/{index:06d}.pcm"
 
@@ -149,7 +163,8 @@ class JobStatus:
     segments_done: int = 0
     segments_total: int | None = None  # known once a worker has split the text
     audio_seconds: float = 0.0  # of the finished segments
-    result: dict[str, Any] | None = None  # done: bucket, key, format, content_type, sample_rate, duration
+    # done: bucket, key, format, content_type, sample_rate, duration (and MARKED_KEYS for marked jobs)
+    result: dict[str, Any] | None = None
     error: dict[str, str] | None = None  # failed: {"code", "message"}; or the last transient error
     retriable: bool = False  # failed after the queue's last receive: a redriven message resumes it
     lease_until: float | None = None  # running: a worker holds the job until then (time.time())
@@ -186,7 +201,14 @@ class JobStatus:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobStatus:
         progress = data.get("progress", {})
-        result_keys = ("bucket", "key", "format", "content_type", "sample_rate", "duration_seconds")
+        result_keys = (
+            "bucket",
+            "key",
+            "format",
+            "content_type",
+            "sample_rate",
+            "duration_seconds",
+        ) + MARKED_KEYS
         result = {key: data[key] for key in result_keys if key in data} or None
         return cls(
             state=data["status"],
@@ -323,7 +345,8 @@ def read_parts(job: Job, count: int) -> Iterator[np.ndarray]:
 
 
 def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
-    """GET /v1/jobs/{id}'s body: the status, with a presigned URL once the audio is written."""
+    """GET /v1/jobs/{id}'s body: the status, with a presigned URL once the audio is written (and for its
+    speech marks and captions, when the job has them)."""
     shown = current if current is not None else JobStatus(QUEUED, updated_at=job.created_at)
     data = {
         "id": job.id,
@@ -334,6 +357,11 @@ def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
     }
     if shown.state == DONE and shown.result is not None:
         data["url"] = storage.presigned_url(shown.result["bucket"], shown.result["key"])
+        for key in MARKED_KEYS:
+            if key in shown.result:
+                data[key.replace("_key", "_url")] = storage.presigned_url(
+                    shown.result["bucket"], shown.result[key]
+                )
     return data
 
 

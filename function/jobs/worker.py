@@ -38,16 +38,19 @@ from typing import TYPE_CHECKING, Any
 
 from function.core.deadline import Deadline, DeadlineExceeded
 from function.core.errors import TTSError
+from function.core.script import MARK_TYPES
 from function.cosyvoice.budget import OverBudget
 from function.jobs import queue, store
 from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
 from function.shared import storage
 from function.shared.audio import iter_encode, to_pcm16, wav_header
+from function.shared.marks import MARKS_MEDIA_TYPE, VTT_MEDIA_TYPE, MarkCollector, marks_jsonl, webvtt
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from function.core.formats import Output
+    from function.core.options import SynthesisOptions
     from function.cosyvoice.engine import Engine
     from function.shared.settings import Settings
 
@@ -107,6 +110,8 @@ def _run(
         return Outcome.EXISTED
     if not store.take_lease(job, _lease_until(deadline, settings)):
         return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
+    if options.script is not None:
+        return _run_script(job, engine, options, output, deadline)
     segments = engine.segments(options.text)
     sizes = store.finished_parts(job)
     _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
@@ -146,6 +151,22 @@ def _run(
     if not progressed:  # waiting again: queued, or running if earlier invocations made parts
         _note(job, {"code": "not_started", "message": reason}, last_receive, RUNNING if sizes else QUEUED)
     return Outcome.DEFERRED
+
+
+def _run_script(
+    job: Job, engine: Engine, options: SynthesisOptions, output: Output, deadline: Deadline | None
+) -> Outcome:
+    """A script (SSML, or text asking for speech marks) in one run, writing the audio, its marks and its
+    captions: each mark's time needs all the audio before it, so a script is not checkpointed segment by
+    segment as a text is, and must fit one invocation."""
+    marks = MarkCollector(engine.marked(options, deadline), MARK_TYPES, engine.sample_rate)
+    storage.store_stream(job.bucket, job.key, iter_encode(marks.audio(), output), output, job.id)
+    wanted = set(job.request.speech_marks or MARK_TYPES)
+    chosen = [mark for mark in marks.marks if mark.type in wanted]
+    storage.put(job.bucket, job.marks_key, marks_jsonl(chosen), MARKS_MEDIA_TYPE)
+    storage.put(job.bucket, job.captions_key, webvtt(marks.marks, marks.duration_ms).encode(), VTT_MEDIA_TYPE)
+    _mark_done(job, engine, output, [marks.samples * store.PCM_BYTES], marked=True)
+    return Outcome.DONE
 
 
 def _lease_until(deadline: Deadline | None, settings: Settings) -> float:
@@ -218,7 +239,7 @@ def _assemble(job: Job, engine: Engine, output: Output, sizes: list[int]) -> Non
     _mark_done(job, engine, output, sizes)
 
 
-def _mark_done(job: Job, engine: Engine, output: Output, sizes: list[int]) -> None:
+def _mark_done(job: Job, engine: Engine, output: Output, sizes: list[int], marked: bool = False) -> None:
     seconds = _audio_seconds(engine, sizes)
     result = {
         "bucket": job.bucket,
@@ -228,6 +249,8 @@ def _mark_done(job: Job, engine: Engine, output: Output, sizes: list[int]) -> No
         "sample_rate": output.rate,
         "duration_seconds": round(seconds, 3),
     }
+    if marked:
+        result.update(marks_key=job.marks_key, captions_key=job.captions_key)
     done = len(sizes)
     store.update_status(
         job,

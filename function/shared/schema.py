@@ -16,7 +16,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from function.core.errors import InvalidPromptAudio, InvalidRequest
 from function.core.formats import FORMATS
 from function.core.options import MAX_SPEED, MIN_SPEED, SynthesisOptions
+from function.core.script import MarkType, Script
 from function.core.text import clean_text
+from function.shared.ssml import looks_like_ssml, parse_ssml, text_script
 
 _FORMAT: dict[str, Any] = {"enum": list(FORMATS)}
 _SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
@@ -44,10 +46,26 @@ class SpeechRequest(BaseModel):
     stream: bool = Field(
         False, description="Send audio as it is made (chunked: wav, pcm per chunk; opus, ogg per page)."
     )
+    text_type: Literal["text", "ssml"] = Field("text", description="ssml: text is a <speak> document.")
+    speech_marks: list[MarkType] = Field(
+        [], description="Speech mark types to return with the audio (sentence, ssml); no word marks."
+    )
+    marks_only: bool = Field(False, description="Reply with the speech marks alone, as JSON lines.")
+
+    def script(self) -> Script | None:
+        """The pieces to perform: the SSML's, or the text's sentences when marks are asked for."""
+        if self.text_type == "ssml":
+            return parse_ssml(self.text, self.speed)
+        if self.speech_marks or self.marks_only:
+            script = text_script(self.text, self.speed)
+            return script if script.pieces else None
+        return None
 
     def to_options(self) -> SynthesisOptions:
+        script = self.script()
         return SynthesisOptions(
-            text=self.text,
+            text=self.text if script is None else script.spoken_text,
+            script=script,
             speaker=self.speaker,
             instruct=self.instruct,
             prompt_audio=decode_base64_audio(self.prompt_audio) if self.prompt_audio is not None else None,
@@ -139,9 +157,12 @@ class OpenAISpeechRequest(BaseModel):
         return self.voice if isinstance(self.voice, str) else self.voice.id
 
     def to_options(self, speaker: str, instruct: str | None) -> SynthesisOptions:
-        """The options for `speaker` (resolved by function.shared.voices) and the instruction to apply."""
+        """The options for `speaker` (resolved by function.shared.voices) and the instruction to apply;
+        an `input` that is a <speak> document is SSML."""
+        script = parse_ssml(self.input, self.speed) if looks_like_ssml(self.input) else None
         return SynthesisOptions(
-            text=self.input,
+            text=self.input if script is None else script.spoken_text,
+            script=script,
             speaker=speaker,
             instruct=instruct,
             format=self.response_format,

@@ -162,3 +162,12 @@ def batch_records(runtime: Any, expected: int, timeout: float = 10.0) -> list[di
         if len(records) >= expected or time.monotonic() > deadline:
             return records
         time.sleep(0.05)
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> None:
+    """`response` is the JSON error body with that status and code, and a message, no traceback."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    assert "Traceback" not in response.text

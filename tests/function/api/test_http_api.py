@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from tests.function.support import MAX_BODY_BYTES, MAX_TEXT_CHARS, SPEAKER
+from tests.function.support import MAX_BODY_BYTES, MAX_TEXT_CHARS, SPEAKER, assert_error
 
 pytestmark = pytest.mark.engine
 
@@ -29,14 +29,6 @@ def tts(client: httpx.Client, **fields: Any) -> httpx.Response:
 
 def decode(data: bytes) -> tuple[np.ndarray, int]:
     return soundfile.read(io.BytesIO(data), dtype="float32")
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["error"]["code"] == code, body
-    assert body["error"]["message"]
-    assert "Traceback" not in response.text
 
 
 def test_health_and_readiness_report_startup_phases(client: httpx.Client) -> None:
