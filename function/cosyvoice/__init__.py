@@ -8,6 +8,8 @@
   flow, vocoder                        mel from speech tokens (flow matching), waveform from mel (HiFT)
   stream, run_ahead                    chunked streaming with context and seams; the LLM's own thread
   budget                               this instance's measured speed, to refuse what cannot finish
+  perform                              a script (SSML's pieces) played piece by piece: pauses, speed,
+                                       gain, marks timed by the samples before them
   engine                               Engine: a loaded model, requests in, chunks of audio out
 
 Imports only function.core: no HTTP, Lambda, S3 or SQS here (tests/function/test_layout.py).
