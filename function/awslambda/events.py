@@ -15,8 +15,10 @@ import hashlib
 from typing import Any
 
 from function.core.errors import TTSError
+from function.core.script import MARK_TYPES
 from function.jobs import store, worker
 from function.shared.limits import invocation_deadline
+from function.shared.marks import MarkCollector
 from function.shared.model import get_engine
 from function.shared.reply import reply_audio
 from function.shared.schema import SpeechJob, parse
@@ -68,17 +70,29 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
             return _run_job(job, settings, context)
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
-        chunks = engine.stream(options, invocation_deadline(context))
+        deadline = invocation_deadline(context)
         output = options.output(engine.sample_rate)
+        wants_marks = bool(job.speech_marks or job.marks_only)
+        marks = None
+        if wants_marks:
+            types = job.speech_marks or list(MARK_TYPES)
+            marks = MarkCollector(engine.marked(options, deadline), types, engine.sample_rate)
+        chunks = engine.stream(options, deadline) if marks is None else marks.audio()
         audio = reply_audio(options, output, chunks, settings, spill="direct")
-        if isinstance(audio, bytes):
-            return {
+        reply: dict[str, Any] = (
+            {
                 "format": output.name,
                 "content_type": output.media_type,
                 "sample_rate": output.rate,
                 "audio": base64.b64encode(audio).decode("ascii"),
             }
-        return location(audio, output)
+            if isinstance(audio, bytes)
+            else location(audio, output)
+        )
+        if marks is None:
+            return reply
+        listed = [mark.to_dict() for mark in marks.marks]
+        return {"marks": listed} if job.marks_only else {**reply, "marks": listed}
     except TTSError as exc:
         return exc.to_dict()
 

@@ -126,6 +126,20 @@ def test_direct_invoke_reports_the_rate_its_audio_is_written_at(runtime: LocalLa
     assert rate == (24000 if fmt == "opus" else 22050)
 
 
+def test_a_direct_invoke_asking_for_speech_marks_gets_them_with_its_audio(runtime: LocalLambda) -> None:
+    text = "<speak>First words.<break time=\"300ms\"/><mark name=\"here\"/>Second words.</speak>"
+    event = {**DIRECT, "format": "wav", "text": text, "text_type": "ssml", "speech_marks": ["ssml"]}
+    event["seed"] = 3
+    reply = runtime.invoke(event).json()
+    audio, rate = soundfile.read(io.BytesIO(base64.b64decode(reply["audio"])))
+    ((mark,),) = [reply["marks"]]
+    assert mark["type"] == "ssml" and mark["value"] == "here"
+    assert text[mark["start"] : mark["end"]] == '<mark name="here"/>'
+    assert 300 <= mark["time"] < 1000 * len(audio) / rate  # after the break, inside the audio
+    alone = runtime.invoke({**event, "marks_only": True}).json()
+    assert alone == {"marks": reply["marks"]}  # no audio, the same marks (seeded)
+
+
 def test_a_response_too_large_for_lambda_is_a_413_pointing_to_the_batch_path(artifact_location: str) -> None:
     event = json.loads((EVENTS / "http-api-tts.json").read_text())
     # Room for the envelope and a few bytes: any real audio is over the limit.
