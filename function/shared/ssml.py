@@ -25,9 +25,17 @@ from function.cosyvoice.frontend.language import language_of
 from function.cosyvoice.frontend.say_as import SAY_AS, read_as
 
 MAX_BREAK_SECONDS = 10.0  # Polly's longest break
-# Our reading of Polly's strengths: none / x-weak add nothing, weak a comma's pause, medium (the default
-# of a bare <break/>) a little more, strong a sentence's, x-strong a paragraph's.
-BREAK_STRENGTHS = {"none": 0.0, "x-weak": 0.0, "weak": 0.25, "medium": 0.4, "strong": 0.7, "x-strong": 1.0}
+# Polly's strengths: none and x-weak add no pause, weak and medium (a bare <break/>) a comma's, strong a
+# sentence's, x-strong a paragraph's. Polly gives no lengths; these are ours for those three pauses.
+COMMA, SENTENCE, PARAGRAPH = 0.3, 0.7, 1.0
+BREAK_STRENGTHS = {
+    "none": 0.0,
+    "x-weak": 0.0,
+    "weak": COMMA,
+    "medium": COMMA,
+    "strong": SENTENCE,
+    "x-strong": PARAGRAPH,
+}
 RATES = {"x-slow": 0.5, "slow": 0.75, "medium": 1.0, "fast": 1.25, "x-fast": 1.5}
 VOLUMES_DB = {"silent": None, "x-soft": -12.0, "soft": -6.0, "medium": 0.0, "loud": 6.0, "x-loud": 12.0}
 MAX_GAIN_DB = 12.0
