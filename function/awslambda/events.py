@@ -22,6 +22,7 @@ from function.shared.reply import reply_audio
 from function.shared.schema import SpeechJob, parse
 from function.shared.settings import Settings
 from function.shared.storage import Written, location
+from function.shared.voice_library import with_saved_voice
 
 
 class UnsupportedEvent(TTSError):
@@ -66,8 +67,8 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
         job = parse(SpeechJob, event)
         if job.id is not None or job.output_key is not None:
             return _run_job(job, settings, context)
-        options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
+        options = with_saved_voice(job.to_options().validated(settings.max_text_chars), engine)
         chunks = engine.stream(options, invocation_deadline(context))
         output = options.output(engine.sample_rate)
         audio = reply_audio(options, output, chunks, settings, spill="direct")

@@ -43,6 +43,7 @@ from function.jobs import queue, store
 from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
 from function.shared import storage
 from function.shared.audio import iter_encode, to_pcm16, wav_header
+from function.shared.voice_library import with_saved_voice
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -107,6 +108,7 @@ def _run(
         return Outcome.EXISTED
     if not store.take_lease(job, _lease_until(deadline, settings)):
         return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
+    options = with_saved_voice(options, engine)  # a voice deleted since submission fails the job (400)
     segments = engine.segments(options.text)
     sizes = store.finished_parts(job)
     _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
