@@ -4,6 +4,7 @@ runtime, SQS events. The fixtures built on them are in conftest.py beside this f
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import socket
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
+import soundfile
 
 from function.local.invoke import LocalLambda
 
@@ -162,3 +165,12 @@ def batch_records(runtime: Any, expected: int, timeout: float = 10.0) -> list[di
         if len(records) >= expected or time.monotonic() > deadline:
             return records
         time.sleep(0.05)
+
+
+def recording(seconds: float = 2.0, rate: int = 16000, amplitude: float = 0.3) -> bytes:
+    """A WAV of a modulated tone: a usable prompt recording (silent at amplitude 0)."""
+    t = np.arange(int(seconds * rate)) / rate
+    tone = amplitude * np.sin(2 * np.pi * 220 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    buffer = io.BytesIO()
+    soundfile.write(buffer, tone.astype(np.float32), rate, format="WAV")
+    return buffer.getvalue()

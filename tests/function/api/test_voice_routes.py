@@ -4,28 +4,18 @@ voice giving the very bytes its recording gives inline, for the same seed, on ev
 from __future__ import annotations
 
 import base64
-import io
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
-import soundfile
 
-from tests.function.support import job_storage, local_lambda, serving
+from tests.function.support import job_storage, local_lambda, moto_client, recording, serving
 
 TRANSCRIPT = "Hello there, this is my voice."
-
-
-def recording(seconds: float = 2.0, rate: int = 16000, amplitude: float = 0.3) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    tone = amplitude * np.sin(2 * np.pi * 220 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
-    buffer = io.BytesIO()
-    soundfile.write(buffer, tone.astype(np.float32), rate, format="WAV")
-    return buffer.getvalue()
 
 
 PROMPT = base64.b64encode(recording()).decode()
@@ -179,15 +169,13 @@ def test_through_lambda_a_saved_voice_speaks_as_inline_on_direct_and_sqs(
 def test_stored_layout_names_the_artifact(
     storage_env: dict[str, str], voice: dict[str, Any], artifact_location: str
 ) -> None:
-    from tests.function.support import moto_client
-
     s3 = moto_client("s3", storage_env["AWS_ENDPOINT_URL_S3"])
     bucket = storage_env["COSYVOICE_OUTPUT_BUCKET"]
     keys = {
         item["Key"]
         for item in s3.list_objects_v2(Bucket=bucket, Prefix=f"tts/voices/{voice['id']}/")["Contents"]
     }
-    sha = __import__("hashlib").sha256((Path(artifact_location) / "manifest.json").read_bytes()).hexdigest()
+    sha = hashlib.sha256((Path(artifact_location) / "manifest.json").read_bytes()).hexdigest()
     folder = f"tts/voices/{voice['id']}/"
     assert keys == {folder + "voice.json", folder + "recording", folder + f"features-{sha}.npz"}
     record = json.loads(s3.get_object(Bucket=bucket, Key=folder + "voice.json")["Body"].read())
