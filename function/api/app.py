@@ -104,13 +104,14 @@ def synthesize_response(
     `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before the
     request's deadline (function.core.deadline) is refused before it starts, and stopped when it runs over."""
     settings = get_settings()
-    engine = get_engine()
-    options = with_saved_voice(options.validated(settings.max_text_chars), engine)
+    options = options.validated(settings.max_text_chars)
     deadline = http_deadline(request.scope, settings.max_request_seconds)
     # Mangum buffers a Lambda response (6 MB, base64): streaming there would only dodge the size check.
     # uvicorn and a streaming Function URL (function.awslambda.streaming) send the body as it is made.
     if request.scope.get(STREAMING_TRANSPORT):
         settings = replace(settings, max_response_bytes=None)
+    engine = get_engine()
+    options = with_saved_voice(options, engine)  # a saved voice's id → its prompt features
     output = options.output(engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
     media = EVENT_STREAM if events is not None else output.media_type

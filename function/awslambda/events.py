@@ -67,8 +67,9 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
         job = parse(SpeechJob, event)
         if job.id is not None or job.output_key is not None:
             return _run_job(job, settings, context)
+        options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
-        options = with_saved_voice(job.to_options().validated(settings.max_text_chars), engine)
+        options = with_saved_voice(options, engine)
         chunks = engine.stream(options, invocation_deadline(context))
         output = options.output(engine.sample_rate)
         audio = reply_audio(options, output, chunks, settings, spill="direct")
