@@ -4,6 +4,7 @@
     chunks                                the first streamed chunk's size, chunk by chunk (ours only)
     load                                  health probes while `serve` is saturated (loopback)
     soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
+    voices                                a saved voice vs the recording inline: request bytes, first audio
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
     verify                                full-size parity against upstream (see bench.verify)
@@ -84,6 +85,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
     soak.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
     soak.set_defaults(run=soak_server)
+    voices = commands.add_parser("voices", help="a saved voice vs the recording inline: bytes, first audio")
+    voices.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
+    voices.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
+    voices.add_argument("--runs", type=int, default=5, help="requests each way per prompt (default 5)")
+    voices.set_defaults(run=voice_library)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -137,6 +143,17 @@ def soak_server(args: argparse.Namespace) -> int:
     for table in result.tables():
         print(table.render())
     return 0 if result.met() else 1
+
+
+def voice_library(args: argparse.Namespace) -> int:
+    from bench import voices
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+    if args.runs < 1:
+        return fail("bench", "--runs must be at least 1")
+    print(voices.run(args.code.resolve(), args.artifacts.resolve(), args.runs).render())
+    return 0
 
 
 def parity(args: argparse.Namespace) -> int:

@@ -10,8 +10,12 @@ synthesise exactly the same inputs with the same speaker.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import soundfile
 
 from bench.procs import write_json
 from function.cosyvoice.params import LLMParams
@@ -29,6 +33,16 @@ TEXTS = {
     "ten_seconds": "Every morning she walked along the quiet river to the old stone bridge to wait.",
     "paragraph": "The library opens at nine. It closes at six, and the reading room stays quiet.",
 }
+
+
+def recording(seconds: float = 2.0, rate: int = 16000, amplitude: float = 0.3) -> bytes:
+    """A WAV of a modulated tone: a usable prompt recording (silent at amplitude 0), for the voice
+    measurements and the tests that clone a voice."""
+    t = np.arange(int(seconds * rate)) / rate
+    tone = amplitude * np.sin(2 * np.pi * 220 * t) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))
+    buffer = io.BytesIO()
+    soundfile.write(buffer, tone.astype(np.float32), rate, format="WAV")
+    return buffer.getvalue()
 
 
 def tokenized(text: str, tokenizer: Any, prepare_text: Any) -> dict[str, Any]:
@@ -62,4 +76,14 @@ def write(artifact_dir: Path, path: Path) -> dict[str, Any]:
     return workload
 
 
-__all__ = ["FIRST_TEXT", "SEED", "SPEAKER", "TEXTS", "WARM_UP_TEXT", "build", "expected_seconds", "write"]
+__all__ = [
+    "FIRST_TEXT",
+    "recording",
+    "SEED",
+    "SPEAKER",
+    "TEXTS",
+    "WARM_UP_TEXT",
+    "build",
+    "expected_seconds",
+    "write",
+]

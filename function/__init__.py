@@ -7,12 +7,12 @@ The packages, from the ground up; each imports only those above it in this list:
   cosyvoice/  the speech engine: artifact and ONNX contract, text front end, LLM, flow, vocoder,
               streaming, the Engine; knows nothing of HTTP, Lambda, S3 or SQS (a test says so)
   shared/     what every edge shares around the engine: settings, wire schemas, SSML and speech marks,
-              voices, the process's one model, artifact loading, encoders, S3 storage, replies, where
-              deadlines come from
+              voices and the saved voice library, the process's one model, artifact loading, encoders,
+              S3 storage, replies, where deadlines come from
   jobs/       long texts in S3 across invocations: the job store, the worker, the queue, SQS batches,
               the job routes
-  api/        the HTTP API (FastAPI): /v1/tts, OpenAI's /v1/audio/speech, API keys, admission, event
-              streams
+  api/        the HTTP API (FastAPI): /v1/tts, OpenAI's /v1/audio/speech, /v1/voices, API keys,
+              admission, event streams
   awslambda/  the Lambda side: the handler (INIT at module scope), event shapes, the streaming runtime
   cli/        the command-line pattern and the engine's commands (synth, speakers, verify)
   local/      serving and invoking outside Lambda: the container HTTP server, the local Runtime API

@@ -35,6 +35,7 @@ from function.api.admission import SYNTHESIS, Admit, get_admission
 from function.api.keys import RequireKey
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
+from function.api.voices import router as voice_router
 from function.core.errors import TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
@@ -54,6 +55,7 @@ from function.shared.reply import STREAMING_TRANSPORT, reply_audio
 from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.shared.settings import get_settings
 from function.shared.startup import STARTUP
+from function.shared.voice_library import is_voice_id, with_saved_voice
 from function.shared.voices import resolve_voice, takes_instructions, usable_voices
 
 logger = logging.getLogger(__name__)
@@ -93,6 +95,7 @@ _TIMEOUT_HEADER: dict[str, Any] = {
 }
 # What X-Instructions says when a request's instructions were not used.
 INSTRUCTIONS_IGNORED = "ignored: this model has no instruct mode (export a CosyVoice-300M-Instruct model)"
+INSTRUCTIONS_CLONED = "ignored: a saved voice speaks as its recording does"
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -116,6 +119,7 @@ def synthesize_response(
     if request.scope.get(STREAMING_TRANSPORT):
         settings = replace(settings, max_response_bytes=None)
     engine = get_engine()
+    options = with_saved_voice(options, engine)  # a saved voice's id → its prompt features
     output = options.output(engine.sample_rate)
     headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
     media = EVENT_STREAM if events is not None else output.media_type
@@ -173,12 +177,14 @@ def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Respo
     (X-Instructions says which), then synthesized like /v1/tts."""
     settings = get_settings()
     engine = get_engine()
-    speaker = resolve_voice(body.voice_name, settings.voices, engine.speakers)
+    saved = is_voice_id(body.voice_name)  # resolved with the options, by synthesize_response
+    speaker = body.voice_name if saved else resolve_voice(body.voice_name, settings.voices, engine.speakers)
     instructions = (body.instructions or "").strip() or None
-    instructed = instructions is not None and takes_instructions(engine.artifact.manifest)
+    instructed = instructions is not None and not saved and takes_instructions(engine.artifact.manifest)
     headers: dict[str, str] = {}
     if instructions is not None:
-        headers["X-Instructions"] = "applied" if instructed else INSTRUCTIONS_IGNORED
+        ignored = INSTRUCTIONS_CLONED if saved else INSTRUCTIONS_IGNORED
+        headers["X-Instructions"] = "applied" if instructed else ignored
     # Checked before the text is tokenized for the usage: the limits hold before any work is done.
     options = body.to_options(speaker, instructions if instructed else None).validated(
         settings.max_text_chars
@@ -266,6 +272,7 @@ def create_app() -> FastAPI:
         return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail))
 
     app.include_router(job_router)
+    app.include_router(voice_router)
     app.add_middleware(Guard)
     # Outer than Guard, so a refused request is answered before its body is read.
     app.add_middleware(Admit, routes=app.routes)

@@ -24,6 +24,7 @@ from function.shared.reply import reply_audio
 from function.shared.schema import SpeechJob, parse
 from function.shared.settings import Settings
 from function.shared.storage import Written, location
+from function.shared.voice_library import with_saved_voice
 
 
 class UnsupportedEvent(TTSError):
@@ -70,6 +71,7 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
             return _run_job(job, settings, context)
         options = job.to_options().validated(settings.max_text_chars)
         engine = get_engine()
+        options = with_saved_voice(options, engine)
         deadline = invocation_deadline(context)
         output = options.output(engine.sample_rate)
         wants_marks = bool(job.speech_marks or job.marks_only)

@@ -42,6 +42,7 @@ from function.jobs.batch import handle_sqs
 from function.shared.aws_clients import reset_clients, s3_client
 from function.shared.settings import get_settings
 from function.shared.startup import STARTUP
+from function.shared.voice_library import clear_cached_voices
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -76,6 +77,7 @@ def _before_snapshot() -> None:
         with STARTUP.phase("warm_up"):
             ENGINE.warm_up()
     load_normalizer()  # the text graphs' reading (started after the model load) ends inside the snapshot
+    clear_cached_voices()  # a restored clone reads voices from storage: one deleted since is refused
     STARTUP.since_start("ready")
     STARTUP.emit("snapshot")
 

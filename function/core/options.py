@@ -5,8 +5,9 @@ Defaults and the mode are resolved here, once; the edges only translate their wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any, Protocol
 
 from function.core.errors import InvalidRequest, TextTooLong
 from function.core.formats import Output, audio_format
@@ -25,6 +26,20 @@ class Mode(StrEnum):
     CROSS_LINGUAL = "cross_lingual"  # clone the voice of prompt audio, without its transcript
 
 
+class EncodedPrompt(Protocol):
+    """A prompt recording's features, extracted once (function.cosyvoice.prompt.PromptFeatures): a saved
+    voice brings these instead of its recording."""
+
+    @property
+    def speech_tokens(self) -> Any: ...  # [1, P] int64
+
+    @property
+    def embedding(self) -> Any: ...  # [1, 192] float32
+
+    @property
+    def mel(self) -> Any: ...  # [1, Tm, 80] float32
+
+
 @dataclass(frozen=True)
 class SynthesisOptions:
     text: str  # what to say
@@ -41,6 +56,9 @@ class SynthesisOptions:
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
     # pieces to perform in order (SSML, or text asking for speech marks); `text` is then its spoken text
     script: Script | None = None
+    # prompt_audio's features already extracted (a saved voice, function.shared.voice_library): used
+    # instead of prompt_audio, with prompt_text as its transcript. Arrays: left out of ==, hash and repr.
+    prompt_features: EncodedPrompt | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Every edge's text passes here before it is measured or spoken (function.core.text).
@@ -50,8 +68,13 @@ class SynthesisOptions:
         object.__setattr__(self, "prompt_text", clean_optional(self.prompt_text))
 
     @property
+    def cloned(self) -> bool:
+        """Whether the voice comes from a prompt recording (inline, or a saved voice's features)."""
+        return self.prompt_audio is not None or self.prompt_features is not None
+
+    @property
     def mode(self) -> Mode:
-        if self.prompt_audio is not None:
+        if self.cloned:
             return Mode.ZERO_SHOT if self.prompt_text else Mode.CROSS_LINGUAL
         if self.instruct:
             return Mode.INSTRUCT
@@ -87,9 +110,17 @@ class SynthesisOptions:
             raise InvalidRequest("seed must be a non-negative integer below 2**63")
         if self.mode in (Mode.SFT, Mode.INSTRUCT) and not self.speaker:
             raise InvalidRequest("speaker is required unless prompt_audio is given")
-        if self.prompt_text is not None and self.prompt_audio is None:
+        if self.prompt_text is not None and not self.cloned:
             raise InvalidRequest("prompt_text was given without prompt_audio")
         return self
 
 
-__all__ = ["MAX_SAMPLE_RATE", "MAX_SPEED", "MIN_SAMPLE_RATE", "MIN_SPEED", "Mode", "SynthesisOptions"]
+__all__ = [
+    "EncodedPrompt",
+    "MAX_SAMPLE_RATE",
+    "MAX_SPEED",
+    "MIN_SAMPLE_RATE",
+    "MIN_SPEED",
+    "Mode",
+    "SynthesisOptions",
+]

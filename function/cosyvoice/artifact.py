@@ -178,9 +178,16 @@ def sha256_of(data: Buffer | Path) -> str:
 class Artifact:
     """An opened artifact: the manifest plus access to each file, on disk (mmap) or in memory."""
 
-    def __init__(self, manifest: Manifest, files: Mapping[str, Buffer]) -> None:
+    def __init__(
+        self, manifest: Manifest, files: Mapping[str, Buffer], manifest_sha256: str | None = None
+    ) -> None:
         self.manifest = manifest
         self._files = dict(files)
+        # What names this export (saved voices record it): the manifest file's sha256; an artifact built
+        # in memory without one is named by its files' digests, which the manifest lists.
+        self.manifest_sha256 = manifest_sha256 or hashlib.sha256(
+            "".join(sorted(entry.sha256 for entry in manifest.files())).encode()
+        ).hexdigest()
 
     @classmethod
     def open(cls, root: str | Path, verify_hashes: bool = False) -> Artifact:
@@ -189,14 +196,15 @@ class Artifact:
         manifest_path = root / MANIFEST_FILE
         if not manifest_path.is_file():
             raise ArtifactError(f"{root} is not an artifact directory: {MANIFEST_FILE} is missing")
-        manifest = _read_manifest(manifest_path.read_bytes(), str(manifest_path))
+        manifest_bytes = manifest_path.read_bytes()
+        manifest = _read_manifest(manifest_bytes, str(manifest_path))
         files: dict[str, Buffer] = {}
         for entry in manifest.files():
             path = root / entry.file
             if not path.is_file():
                 raise ArtifactError(f"artifact {root}: {entry.file} is missing")
             files[entry.file] = _map_file(path)
-        artifact = cls(manifest, files)
+        artifact = cls(manifest, files, sha256_of(manifest_bytes))
         artifact.check(verify_hashes)
         return artifact
 
@@ -209,7 +217,7 @@ class Artifact:
         missing = [entry.file for entry in manifest.files() if entry.file not in files]
         if missing:
             raise ArtifactError(f"artifact files lack {', '.join(missing)}")
-        artifact = cls(manifest, files)
+        artifact = cls(manifest, files, sha256_of(files[MANIFEST_FILE]))
         artifact.check(verify_hashes)
         return artifact
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, UnknownSpeaker
-from function.core.options import Mode, SynthesisOptions
+from function.core.options import EncodedPrompt, Mode, SynthesisOptions
 from function.core.script import Script, SpeechMark, Spoken
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import SpeedMeter
@@ -143,17 +143,22 @@ class Engine:
     def _tokens(self, text: str) -> np.ndarray:
         return np.asarray([self.tokenizer.encode(text)], dtype=np.int64).reshape(1, -1)
 
+    def encode_prompt(self, audio: bytes | None, transcript: str | None) -> EncodedPrompt:
+        """A prompt recording's speech tokens, speaker embedding and mel (checked as
+        function.cosyvoice.prompt.decode_prompt says); InvalidRequest when the artifact cannot clone."""
+        if self.prompt_encoder is None:
+            raise InvalidRequest(
+                "this deployment's artifact has no prompt models (campplus.onnx, "
+                "speech_tokenizer_v1.onnx): voice cloning is unavailable"
+            )
+        assert audio is not None
+        return self.prompt_encoder.encode(audio, transcript)
+
     def voice(self, options: SynthesisOptions) -> Voice:
         n_mels = self.flow.params.n_mels
         empty_tokens = np.zeros((1, 0), dtype=np.int64)
         if options.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
-            if self.prompt_encoder is None:
-                raise InvalidRequest(
-                    "this deployment's artifact has no prompt models (campplus.onnx, "
-                    "speech_tokenizer_v1.onnx): voice cloning is unavailable"
-                )
-            assert options.prompt_audio is not None
-            prompt = self.prompt_encoder.encode(options.prompt_audio, options.prompt_text)
+            prompt = options.prompt_features or self.encode_prompt(options.prompt_audio, options.prompt_text)
             zero_shot = options.mode is Mode.ZERO_SHOT
             prompt_text = normalize_text(options.prompt_text or "") if zero_shot else ""
             return Voice(

@@ -18,6 +18,7 @@ from function.jobs import queue, store
 from function.shared.model import get_engine
 from function.shared.schema import ErrorBody, JobAccepted, JobRequest, SpeechJob
 from function.shared.settings import get_settings
+from function.shared.voice_library import with_saved_voice
 
 router = APIRouter(tags=["jobs"])
 
@@ -44,7 +45,9 @@ def submit_job(body: JobRequest) -> Any:
     queue.queue_url(settings)  # refuse before anything is stored
     request = SpeechJob.model_validate(body.model_dump())
     options = request.to_options().validated(settings.job_max_text_chars)
-    get_engine().voice(options)  # an unknown speaker or unusable prompt is the caller's 400, now
+    engine = get_engine()
+    # An unknown speaker, a deleted voice or an unusable prompt is the caller's 400, now.
+    engine.voice(with_saved_voice(options, engine))
     job, created = store.submit(request, settings)
     current = store.status(job)
     if current is None:

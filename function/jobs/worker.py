@@ -45,6 +45,7 @@ from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
 from function.shared import storage
 from function.shared.audio import iter_encode, to_pcm16, wav_header
 from function.shared.marks import MARKS_MEDIA_TYPE, VTT_MEDIA_TYPE, MarkCollector, marks_jsonl, webvtt
+from function.shared.voice_library import with_saved_voice
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -110,6 +111,7 @@ def _run(
         return Outcome.EXISTED
     if not store.take_lease(job, _lease_until(deadline, settings)):
         return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
+    options = with_saved_voice(options, engine)  # a voice deleted since submission fails the job (400)
     if options.script is not None:
         return _run_script(job, engine, options, output, deadline)
     segments = engine.segments(options.text)

@@ -36,7 +36,9 @@ class SpeechRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: Text = Field(description="What to say.", examples=["Hello from CosyVoice."])
-    speaker: str | None = Field(None, description="A built-in speaker; see GET /v1/speakers.")
+    speaker: str | None = Field(
+        None, description="A built-in speaker (GET /v1/speakers) or a saved voice's id (POST /v1/voices)."
+    )
     instruct: Text | None = Field(None, description="Style instruction (-Instruct models).")
     prompt_audio: str | None = Field(None, description="Base64 audio of the voice to clone.")
     prompt_text: Text | None = Field(None, description="Transcript of prompt_audio (zero-shot cloning).")
@@ -134,8 +136,9 @@ class OpenAIVoice(BaseModel):
 
 class OpenAISpeechRequest(BaseModel):
     """POST /v1/audio/speech, as OpenAI's API takes it. `voice`: an OpenAI voice name (mapped onto a
-    built-in speaker, see GET /v1/speakers) or a built-in speaker; `model` is accepted and ignored (one
-    model per deployment). The audio is 24 kHz, as OpenAI's is. `seed` is this API's own addition."""
+    built-in speaker, see GET /v1/speakers), a built-in speaker or a saved voice's id (POST /v1/voices);
+    `model` is accepted and ignored (one model per deployment). The audio is 24 kHz, as OpenAI's is.
+    `seed` is this API's own addition."""
 
     model_config = ConfigDict(extra="ignore", strict=True)  # newer SDKs send fields we need not know
 
@@ -173,6 +176,21 @@ class OpenAISpeechRequest(BaseModel):
         )
 
 
+class VoiceRequest(BaseModel):
+    """POST /v1/voices: a recording to clone once, then named by the returned id as a speaker or voice."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Text = Field(description="What to call the voice.", examples=["narrator"])
+    audio: str = Field(description="Base64 WAV, FLAC, OGG or MP3: 1 to 30 s of the voice, not silent.")
+    transcript: Text | None = Field(
+        None, description="What the recording says; without it the voice speaks cross-lingually."
+    )
+
+    def recording(self) -> bytes:
+        return decode_base64_audio(self.audio, "audio")
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
@@ -182,13 +200,13 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-def decode_base64_audio(data: str) -> bytes:
+def decode_base64_audio(data: str, field: str = "prompt_audio") -> bytes:
     try:
         audio = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidPromptAudio("prompt_audio is not valid base64") from None
+        raise InvalidPromptAudio(f"{field} is not valid base64") from None
     if not audio:
-        raise InvalidPromptAudio("prompt_audio is empty")
+        raise InvalidPromptAudio(f"{field} is empty")
     return audio
 
 
@@ -223,6 +241,7 @@ __all__ = [
     "OpenAIVoice",
     "SpeechJob",
     "SpeechRequest",
+    "VoiceRequest",
     "decode_base64_audio",
     "describe",
     "parse",

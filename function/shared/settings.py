@@ -39,6 +39,9 @@ COSYVOICE_DEAD_LETTER_QUEUE_URL where an SQS record that can never succeed is se
 COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
                                 or adds entries of function.shared.voices.DEFAULT_VOICES; default "" (as
                                 it is)
+COSYVOICE_VOICE_DIR             a directory (a volume) for saved voices (POST /v1/voices); default none:
+                                they go to the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/",
+                                and with neither the voice routes answer 503 voices_unavailable
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ class Settings:
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
+    voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
 
     @property
     def artifact_on_s3(self) -> bool:
@@ -133,6 +137,7 @@ class Settings:
             drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
+            voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
         )
 
 

@@ -103,6 +103,13 @@ def put(
         return False
 
 
+def delete(bucket: str, keys: Iterable[str]) -> None:
+    """Remove these objects; a key that is already gone is no error."""
+    for key in keys:
+        with _s3("delete", bucket, key):
+            s3_client().delete_object(Bucket=bucket, Key=key)
+
+
 def sizes(bucket: str, prefix: str) -> dict[str, int]:
     """Every key under `prefix` with its size in bytes."""
     found: dict[str, int] = {}
@@ -188,6 +195,7 @@ __all__ = [
     "PRESIGNED_URL_SECONDS",
     "StorageError",
     "Written",
+    "delete",
     "exists",
     "location",
     "presigned_url",

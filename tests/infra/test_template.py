@@ -225,6 +225,30 @@ def test_s3_writes_are_scoped_to_a_prefix(rendering):
     assert managed_policy_violations(rendering) == []
 
 
+def test_objects_are_deleted_only_under_the_saved_voices_prefix(rendering):
+    deletes = [
+        statement
+        for statement in _statements(rendering)
+        if statement["Effect"] == "Allow"
+        and any("Delete" in action or action in ("*", "s3:*") for action in _actions(statement))
+        and any(action.startswith("s3:") or action == "*" for action in _actions(statement))
+    ]
+    assert [statement["Sid"] for statement in deletes] == ["DeleteSavedVoices"]
+    assert all(
+        str(res).endswith("/voices/*") and _PREFIXED_OBJECTS.match(str(res))
+        for s in deletes
+        for res in _resources(s)
+    )
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+def _resources(statement: dict[str, Any]) -> list[Any]:
+    return statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+
+
 def test_queue_guards(rendering):
     assert queue_violations(rendering) == []
 
