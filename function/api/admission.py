@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import suppress
 
 from starlette.responses import JSONResponse
@@ -111,6 +111,18 @@ def get_admission() -> Admission:
     return _admission
 
 
+def _flattened(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:
+    """Every route, those of included routers too: FastAPI keeps an included router as one route object
+    holding the router (`original_router`), whose routes carry their own tags. Included without a
+    prefix here, so their paths match as they stand."""
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            yield from _flattened(included.routes)
+        else:
+            yield route
+
+
 class Admit:
     """ASGI middleware: requests for routes tagged SYNTHESIS pass through the process's admission, or
     get 429."""
@@ -122,7 +134,7 @@ class Admit:
     def admits(self, scope: Scope) -> bool:
         return any(
             SYNTHESIS in getattr(route, "tags", ()) and route.matches(scope)[0] is Match.FULL
-            for route in self.routes
+            for route in _flattened(self.routes)
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.function.support import job_storage, local_lambda, moto_client, recording, serving
+from bench.workload import recording
+from tests.function.support import job_storage, local_lambda, moto_client, serving
 
 TRANSCRIPT = "Hello there, this is my voice."
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench.workload import recording
 from function.core.errors import UnknownSpeaker
 from function.core.options import Mode, SynthesisOptions
 from function.cosyvoice.prompt import PromptFeatures
 from function.shared.voice_library import DirectoryObjects, VoiceDeleted, VoiceLibrary, VoiceNotFound
-from tests.function.support import recording
 
 
 @dataclass
