@@ -33,6 +33,7 @@ from function.cosyvoice.graphs import Graph, session_options
 from function.cosyvoice.vocoder import Vocoder
 
 SECONDS = 4.0  # audio the stages run on while profiled: long enough that per-call overheads are small
+SETTLE_SECONDS = 1.0  # before the peaks: other sessions' spinning worker threads go idle
 STAGES = {"flow": (FLOW_ENCODER.name, FLOW_ESTIMATOR.name), "vocoder": (HIFT_F0.name, HIFT_GENERATOR.name)}
 MATRIX = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "Gemm"})
 CONV = frozenset({"Conv", "FusedConv", "ConvInteger"})
@@ -107,7 +108,7 @@ def multiply_adds_per_second(artifact_dir: Path, threads: int, seconds: float = 
     return counts
 
 
-def _timed_best(session: ort.InferenceSession, feed: dict[str, np.ndarray], runs: int = 5) -> float:
+def _timed_best(session: ort.InferenceSession, feed: dict[str, np.ndarray], runs: int = 20) -> float:
     session.run(None, feed)
     best = math.inf
     for _ in range(runs):
@@ -157,6 +158,10 @@ def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]
 def measure(artifact_dir: Path, threads: int) -> dict[str, Any]:
     """Multiply-adds per audio second, the GEMM peaks and the floors, for bench.speed's table."""
     counts = multiply_adds_per_second(artifact_dir, threads)
+    # The stages' sessions keep their worker threads spinning for a while after a run; measured at once,
+    # the peak shared the cores with them (one run's fp32 peak came out at 37 G/s against 97 G/s in the
+    # next process). Let them park first.
+    time.sleep(SETTLE_SECONDS)
     peaks = {precision: gemm_peak(precision, threads) for precision in ("fp32", "int8")}
     return {"multiply_adds": counts, "peaks": peaks, "seconds": floors(counts, peaks)}
 
