@@ -9,20 +9,23 @@ The stages overlap. The LLM runs on its own thread (function.cosyvoice.run_ahead
 request, at most `RUN_AHEAD_TOKENS` ahead, while this thread turns what it has drawn into audio
 (function.cosyvoice.stream): a streamed request's chunk k goes through the flow and the vocoder while the LLM
 draws chunk k+1; a whole-utterance request's segment k while the LLM draws segment k+1. The decode is bound by
-memory bandwidth and the flow and vocoder by arithmetic, so the two share the cores well.
+memory bandwidth and the flow and vocoder by arithmetic. They share two cores poorly, though, so the request's
+first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
 
-Streaming. Every time enough tokens have arrived for the next chunk (25 tokens, then 50, then 100: 35
-tokens drawn before the first chunk instead of upstream's 120; smaller first chunks did not arrive sooner,
-as each flow call has a fixed per-node cost, but cost more calls), the chunk goes through the flow and the
-vocoder with some context either side (see function.cosyvoice.stream). A whole-utterance request runs each
-segment through the flow in one call, as upstream does.
+Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
+tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
+vocoder with some context either side (see function.cosyvoice.stream). The first size was measured with
+`python -m bench chunks` (int8, 2 vCPUs, the LLM held during the first chunk): its first chunk came after
+0.87 s at 10 tokens, 1.03 s at 15, 1.46 s at 25, and the listener waited as long in all of them later on.
+A whole-utterance request runs each segment through the flow in one call, as upstream does.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 # v1's frontend_instruct closes the instruction with this plain text (not a whisper special: it encodes as
 # ordinary BPE, as the -Instruct model was trained); "<|endofprompt|>" is the v2/v3 convention.
 ENDOFPROMPT = "<endofprompt>"
-CHUNK_TOKENS = (25, 50, 100)  # chunk sizes in speech tokens; the last one repeats
+CHUNK_TOKENS = (10, 50, 100)  # chunk sizes in speech tokens; the last one repeats
 RUN_AHEAD_TOKENS = 1000  # how far the LLM may run ahead of the audio (20 s of speech; ints, so cheap)
 WARM_UP_TOKENS = 10  # enough to run every graph once; the flow's cost grows with it
 
@@ -261,9 +264,11 @@ class Engine:
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
             counted = _CountedTokens(drawn, deadline)
             resumed = time.perf_counter()
-            for item, (_, flow_rng, source_rng) in zip(inputs, rngs, strict=True):
+            for index, (item, (_, flow_rng, source_rng)) in enumerate(zip(inputs, rngs, strict=True)):
                 stream = SegmentStream(self.flow, self.vocoder, item.voice, flow_rng, source_rng)
-                for audio in self._segment(_until_none(counted), stream, chunked, options.speed):
+                # The request's first chunk holds the LLM: see _segment.
+                first = drawn.hold if chunked and index == 0 else None
+                for audio in self._segment(_until_none(counted), stream, chunked, options.speed, first):
                     busy += time.perf_counter() - resumed
                     yield audio
                     resumed = time.perf_counter()
@@ -281,9 +286,19 @@ class Engine:
         return perform(self.stream, self.sample_rate, options, script, deadline)
 
     def _segment(
-        self, generated: Iterator[int], stream: SegmentStream, chunked: bool, speed: float
+        self,
+        generated: Iterator[int],
+        stream: SegmentStream,
+        chunked: bool,
+        speed: float,
+        hold_first: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> Iterator[np.ndarray]:
-        """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole at `speed`."""
+        """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole at `speed`.
+
+        `hold_first` (the LLM's RunAhead.hold) keeps the LLM from drawing while the first chunk goes
+        through the flow and the vocoder. Running beside them, it slowed that chunk ~1.6x (the stages
+        share two cores poorly), while holding it there costs the rest of the request nothing measurable;
+        holding it at every chunk made the whole stream slower (measured, int8, 2 vCPUs)."""
         if not chunked:
             tokens = np.asarray([list(generated)], dtype=np.int64).reshape(1, -1)
             if tokens.shape[1] == 0:
@@ -291,6 +306,10 @@ class Engine:
             mel = stream.mel(tokens, 0, tokens.shape[1], final=True)
             yield stream.audio(_change_speed(mel, speed), final=True)
             return
+
+        def holding(chunk_index: int) -> AbstractContextManager[None]:
+            return hold_first() if hold_first is not None and chunk_index == 0 else nullcontext()
+
         collected: list[int] = []
         start, chunk_index = 0, 0
         for token in generated:
@@ -298,11 +317,15 @@ class Engine:
             size = self.chunk_tokens[min(chunk_index, len(self.chunk_tokens) - 1)]
             if len(collected) >= start + size + TOKEN_LOOKAHEAD:
                 tokens = np.asarray([collected], dtype=np.int64)
-                yield stream.chunk(tokens, start, start + size, final=False)
+                with holding(chunk_index):
+                    audio = stream.chunk(tokens, start, start + size, final=False)
+                yield audio
                 start, chunk_index = start + size, chunk_index + 1
         if len(collected) > start:
             tokens = np.asarray([collected], dtype=np.int64)
-            yield stream.chunk(tokens, start, len(collected), final=True)
+            with holding(chunk_index):
+                audio = stream.chunk(tokens, start, len(collected), final=True)
+            yield audio
 
     def synthesize(self, options: SynthesisOptions) -> np.ndarray:
         chunks = list(self.stream(options))

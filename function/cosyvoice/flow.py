@@ -4,33 +4,47 @@ Mirrors upstream `MaskedDiffWithXvec.inference` + `ConditionalCFM`: the prompt's
 frames, every Euler step evaluates the estimator on a batch of two (conditioned, and unconditioned with mu,
 spks and cond zeroed) and mixes them with classifier-free guidance. Randomness is the caller's: the
 starting noise comes in as an argument.
+
+With two or more threads the two rows of that batch run side by side, one per thread, each on half the
+threads: the rows are independent, and the estimator's thousand-odd small nodes then never wait for each
+other's threads (measured on 2 vCPUs: a streamed window's estimator call 30-35 % faster in int8, 10-20 %
+in fp32, than one call on the batch with two threads). fp32 gives the same velocity to ~1e-5; int8
+quantises each row's activations on their own range instead of both rows' (as accurate against fp32).
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR
-from function.cosyvoice.graphs import Graph
+from function.cosyvoice.graphs import Graph, available_cpus
 from function.cosyvoice.params import FlowParams
 
 
 class Flow:
-    def __init__(self, encoder: Graph, estimator: Graph, params: FlowParams) -> None:
+    def __init__(
+        self, encoder: Graph, estimator: Graph, params: FlowParams, rows_side_by_side: bool = False
+    ) -> None:
         if params.t_scheduler not in ("cosine", "linear"):
             raise ValueError(f"unknown flow t_scheduler {params.t_scheduler!r}")
         self.encoder = encoder
         self.estimator = estimator
         self.params = params
+        self.rows_side_by_side = rows_side_by_side
         self._t_span = self._time_grid(params)
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Flow:
+        threads = threads or available_cpus()
+        side_by_side = threads >= 2
         return cls(
             Graph.load(artifact, FLOW_ENCODER.name, threads),
-            Graph.load(artifact, FLOW_ESTIMATOR.name, threads),
+            Graph.load(artifact, FLOW_ESTIMATOR.name, threads // 2 if side_by_side else threads),
             artifact.manifest.params.flow,
+            rows_side_by_side=side_by_side,
         )
 
     @staticmethod
@@ -113,14 +127,14 @@ class Flow:
         t_span = self._t_span
         t, dt = t_span[0], t_span[1] - t_span[0]
         for step in range(1, len(t_span)):
-            velocity = self.estimator.run(
+            velocity = self._velocity(
                 x=np.concatenate([x, x]),
                 mask=mask,
                 mu=mu2,
                 t=np.full(2, t, dtype=np.float32),
                 spks=spks2,
                 cond=cond2,
-            )["velocity"]
+            )
             guided = cond_weight * velocity[:1] - uncond_weight * velocity[1:]
             x = x + dt * guided
             # Upstream advances t by dt and re-derives dt from the grid; keep its float32 rounding.
@@ -128,6 +142,30 @@ class Flow:
             if step < len(t_span) - 1:
                 dt = t_span[step + 1] - t
         return x
+
+    def _velocity(self, **batch: np.ndarray) -> np.ndarray:
+        """The estimator on the batch of two: in one call, or its rows side by side (row 1 on a thread of
+        its own, started per call: a kept thread would not survive a fork after INIT)."""
+        if not self.rows_side_by_side:
+            return self.estimator.run(**batch)["velocity"]
+        second: list[np.ndarray] = []
+        failed: list[BaseException] = []
+
+        def run_second() -> None:
+            try:
+                second.append(self.estimator.run(**{k: v[1:] for k, v in batch.items()})["velocity"])
+            except BaseException as exc:  # raised on the calling thread below
+                failed.append(exc)
+
+        worker = threading.Thread(target=run_second, name="flow-row", daemon=True)
+        worker.start()
+        try:
+            first = self.estimator.run(**{k: v[:1] for k, v in batch.items()})["velocity"]
+        finally:
+            worker.join()
+        if failed:
+            raise failed[0]
+        return np.concatenate([first, second[0]])
 
 
 __all__ = ["Flow"]

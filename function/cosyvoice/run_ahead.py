@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -35,14 +36,23 @@ class RunAhead(Generic[T]):
             raise ValueError(f"limit must be at least 1, got {limit}")
         self._queue: queue.Queue[tuple[int, Any]] = queue.Queue(maxsize=limit)
         self._stop = threading.Event()
+        self._released = threading.Event()
+        self._released.set()
         self._thread = threading.Thread(target=self._produce, args=(source,), name=name, daemon=True)
         self._thread.start()
 
     def _produce(self, source: Iterator[T]) -> None:
         try:
-            for item in source:
+            items = iter(source)
+            while self._wait_released():
+                try:
+                    item = next(items)
+                except StopIteration:
+                    break
                 if not self._put(_ITEM, item):
                     return
+            else:
+                return  # stopped while held
         except BaseException as exc:  # handed to the consumer, which decides what it means
             self._put(_ERROR, exc)
         else:
@@ -60,6 +70,23 @@ class RunAhead(Generic[T]):
             except queue.Full:
                 continue
         return False
+
+    def _wait_released(self) -> bool:
+        """Wait while the consumer holds the producer; False once it should stop."""
+        while not self._released.wait(_POLL_SECONDS):
+            if self._stop.is_set():
+                return False
+        return not self._stop.is_set()
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Inside the block the producer draws nothing more (it finishes the item it is drawing): the
+        consumer has what it needs and wants the cores to itself."""
+        self._released.clear()
+        try:
+            yield
+        finally:
+            self._released.set()
 
     def __iter__(self) -> Iterator[T]:
         while True:

@@ -275,6 +275,19 @@ def update_status(job: Job, state: str | None, **changes: Any) -> JobStatus:
     return _rewrite(job, lambda current: replace(current, state=state or current.state, **changes))
 
 
+def release(job: Job, state: str | None, held_until: float | None, **changes: Any) -> JobStatus:
+    """`update_status`, giving up the lease only when it is this worker's: the one it took or last renewed
+    until `held_until` (None: it took none). A worker that failed before its lease was taken, or whose
+    lease ran out and was taken over, leaves the other worker's lease in place."""
+
+    def changed(current: JobStatus) -> JobStatus:
+        mine = held_until is not None and current.lease_until == held_until
+        lease_until = None if mine else current.lease_until
+        return replace(current, state=state or current.state, lease_until=lease_until, **changes)
+
+    return _rewrite(job, changed)
+
+
 def take_lease(job: Job, until: float) -> bool:
     """Hold the job as its running worker until `until` (time.time()): False if another worker holds it
     (its lease has not run out) or the job is finished."""
@@ -397,6 +410,7 @@ __all__ = [
     "mark_queued",
     "read_part",
     "read_parts",
+    "release",
     "status",
     "status_url",
     "submit",

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,14 @@ class PartsMismatch(TTSError):
     status = 500
 
 
+@dataclass
+class _Lease:
+    """The lease a run holds on its job: None until it is taken, then until when (as the status stores
+    it), renewed at each checkpoint. Giving up compares it, so a run never clears another worker's."""
+
+    until: float | None = None
+
+
 class Outcome(StrEnum):
     DONE = "done"
     EXISTED = "exists"
@@ -83,23 +91,24 @@ def run(
     job: Job, engine: Engine, settings: Settings, deadline: Deadline | None, last_receive: bool = False
 ) -> Outcome:
     """Work on `job` until it is done or `deadline` (see the module docstring for the outcomes)."""
+    lease = _Lease()
     try:
-        return _run(job, engine, settings, deadline, last_receive)
+        return _run(job, engine, settings, deadline, last_receive, lease)
     except TTSError as exc:
         if 400 <= exc.status < 500:  # the request itself cannot be served: retrying cannot help
             store.update_status(job, FAILED, error=_error(exc), retriable=False, lease_until=None)
             raise
         with contextlib.suppress(TTSError):  # S3 may be what failed: the original error is raised
-            _note(job, _error(exc), last_receive)
+            _note(job, _error(exc), last_receive, lease)
         raise
     except Exception as exc:
         with contextlib.suppress(TTSError):
-            _note(job, {"code": "internal_error", "message": type(exc).__name__}, last_receive)
+            _note(job, {"code": "internal_error", "message": type(exc).__name__}, last_receive, lease)
         raise
 
 
 def _run(
-    job: Job, engine: Engine, settings: Settings, deadline: Deadline | None, last_receive: bool
+    job: Job, engine: Engine, settings: Settings, deadline: Deadline | None, last_receive: bool, lease: _Lease
 ) -> Outcome:
     current = store.status(job)
     if current is not None and current.final:
@@ -109,14 +118,16 @@ def _run(
     if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
         _mark_done(job, engine, output, store.finished_parts(job))
         return Outcome.EXISTED
-    if not store.take_lease(job, _lease_until(deadline, settings)):
+    until = _lease_until(deadline, settings)
+    if not store.take_lease(job, until):
         return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
+    lease.until = until
     options = with_saved_voice(options, engine)  # a voice deleted since submission fails the job (400)
     if options.script is not None:
         return _run_script(job, engine, options, output, deadline)
     segments = engine.segments(options.text)
     sizes = store.finished_parts(job)
-    _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
+    _progress(job, engine, sizes, len(segments), lease, _lease_until(deadline, settings))
     progressed = False
     while len(sizes) < len(segments):
         start = len(sizes)
@@ -129,7 +140,7 @@ def _run(
                 store.write_part(job, len(sizes), pcm)
                 sizes.append(len(pcm))
                 progressed = True
-                _progress(job, engine, sizes, len(segments), _lease_until(deadline, settings))
+                _progress(job, engine, sizes, len(segments), lease, _lease_until(deadline, settings))
         except (OverBudget, DeadlineExceeded):
             break
         if len(sizes) != picked.stop:
@@ -141,7 +152,8 @@ def _run(
         _assemble(job, engine, output, sizes)
         return Outcome.DONE
     if progressed:
-        store.update_status(job, None, lease_until=None)  # stopping here: the next delivery need not wait
+        store.release(job, None, lease.until)  # stopping here: the next delivery need not wait
+        lease.until = None
         if settings.job_queue_url is not None:
             queue.enqueue(job.id, settings)
             return Outcome.CONTINUED
@@ -151,7 +163,8 @@ def _run(
         else "no time left in this invocation to assemble the audio"
     )
     if not progressed:  # waiting again: queued, or running if earlier invocations made parts
-        _note(job, {"code": "not_started", "message": reason}, last_receive, RUNNING if sizes else QUEUED)
+        waiting = RUNNING if sizes else QUEUED
+        _note(job, {"code": "not_started", "message": reason}, last_receive, lease, waiting)
     return Outcome.DEFERRED
 
 
@@ -173,9 +186,9 @@ def _run_script(
 
 def _lease_until(deadline: Deadline | None, settings: Settings) -> float:
     """Until when (time.time()) this worker holds the job: the lease's length, or the end of its own
-    invocation if that comes first (a worker never runs past it)."""
+    invocation if that comes first (a worker never runs past it); rounded as the status stores it."""
     until = time.time() + settings.job_lease_seconds
-    return until if deadline is None else min(until, time.time() + deadline.remaining())
+    return round(until if deadline is None else min(until, time.time() + deadline.remaining()), 3)
 
 
 def _before(deadline: Deadline | None, seconds: float) -> Deadline | None:
@@ -203,8 +216,8 @@ def _audio_seconds(engine: Engine, sizes: list[int]) -> float:
     return sum(sizes) / store.PCM_BYTES / engine.sample_rate
 
 
-def _progress(job: Job, engine: Engine, sizes: list[int], total: int, lease_until: float) -> None:
-    """Checkpoint the job's progress and renew this worker's lease."""
+def _progress(job: Job, engine: Engine, sizes: list[int], total: int, lease: _Lease, until: float) -> None:
+    """Checkpoint the job's progress and renew this worker's lease until `until`."""
     store.update_status(
         job,
         RUNNING,
@@ -213,8 +226,9 @@ def _progress(job: Job, engine: Engine, sizes: list[int], total: int, lease_unti
         audio_seconds=_audio_seconds(engine, sizes),
         error=None,
         retriable=False,
-        lease_until=lease_until,
+        lease_until=until,
     )
+    lease.until = until
 
 
 def _assembly_fits(deadline: Deadline | None, engine: Engine, output: Output, sizes: list[int]) -> bool:
@@ -270,15 +284,16 @@ def _error(exc: TTSError) -> dict[str, str]:
     return {"code": exc.code, "message": exc.message}
 
 
-def _note(job: Job, error: dict[str, Any], last_receive: bool, state: str | None = None) -> None:
+def _note(
+    job: Job, error: dict[str, Any], last_receive: bool, lease: _Lease, state: str | None = None
+) -> None:
     """Record a transient error (or a deferral) where the caller can read it; on the queue's last
     receive, as the job's failure (retriable: a message redriven from the dead-letter queue resumes).
-    This worker stops working on the job, so its lease goes (an error before it took the lease may clear
-    another's: at worst two workers then write the same parts)."""
+    This worker stops working on the job, so its own lease goes; another worker's stays."""
     if last_receive:
-        store.update_status(job, FAILED, error=error, retriable=True, lease_until=None)
+        store.release(job, FAILED, lease.until, error=error, retriable=True)
     else:
-        store.update_status(job, state, error=error, lease_until=None)
+        store.release(job, state, lease.until, error=error)
 
 
 __all__ = ["Outcome", "PartsMismatch", "run"]

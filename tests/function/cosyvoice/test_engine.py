@@ -13,8 +13,10 @@ Each agreement / continuity check is also run on a deliberately broken stream, t
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -330,7 +332,7 @@ def test_first_chunk_comes_after_far_fewer_tokens_than_upstream(
     rest = list(stream)
     assert len(first) > 0 and rest  # there was more to come: the first chunk did not wait for the end
     assert drawn_at_chunk[0] < drawn_at_chunk[-1]
-    assert drawn_at_chunk[0] <= UPSTREAM_FIRST_CHUNK_TOKENS // 3  # measured: 35 (25 + 10 look-ahead)
+    assert drawn_at_chunk[0] <= UPSTREAM_FIRST_CHUNK_TOKENS // 3  # measured: 20 (10 + 10 look-ahead)
 
 
 # --- speed, long text --------------------------------------------------------------------------------------
@@ -368,6 +370,9 @@ class InThread:
     def __iter__(self) -> Iterator[Any]:
         return self.source
 
+    def hold(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # nothing runs ahead to hold
+
     def __enter__(self) -> InThread:
         return self
 
@@ -390,6 +395,47 @@ def test_overlapped_stages_give_the_audio_of_one_thread_bit_exactly(
     assert len(overlapped) == len(one_thread)
     for a, b in zip(overlapped, one_thread, strict=True):
         assert np.array_equal(a, b)
+
+
+def _tokens_drawn_during_the_first_window(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Tokens the LLM drew during each estimator call of a streamed request's first flow window."""
+    drawn = 0
+    generate = engine.llm.generate
+
+    def counting(*args: Any, **kwargs: Any) -> Iterator[int]:
+        nonlocal drawn
+        for token in generate(*args, **kwargs):
+            drawn += 1
+            yield token
+
+    per_call: list[int] = []
+    velocity = engine.flow._velocity
+
+    def watched(**batch: np.ndarray) -> np.ndarray:
+        before = drawn
+        out = velocity(**batch)
+        time.sleep(0.02)  # time enough for an LLM left running to draw
+        per_call.append(drawn - before)
+        return out
+
+    monkeypatch.setattr(engine.llm, "generate", counting)
+    monkeypatch.setattr(engine.flow, "_velocity", watched)
+    stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=3, stream=True))
+    next(stream)
+    stream.close()
+    steps = engine.flow.params.n_timesteps
+    assert len(per_call) == steps  # one window made the first chunk
+    return per_call
+
+
+def test_the_first_chunk_holds_the_llm_while_it_goes_through_the_flow(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First audio before all else: the LLM draws nothing during the first chunk's flow window."""
+    assert sum(_tokens_drawn_during_the_first_window(engine, monkeypatch)) == 0
+    with monkeypatch.context() as patch:  # the check can tell: without the hold the LLM draws meanwhile
+        patch.setattr(engine_module.RunAhead, "hold", lambda self: contextlib.nullcontext())
+        assert sum(_tokens_drawn_during_the_first_window(engine, patch)) > 0
 
 
 def test_an_abandoned_stream_stops_the_llm_thread(engine: Engine) -> None:

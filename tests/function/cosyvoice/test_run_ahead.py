@@ -81,3 +81,41 @@ def test_closing_early_stops_the_producer_and_runs_its_cleanup() -> None:
 def test_a_limit_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         RunAhead(iter([1]), limit=0)
+
+
+def test_a_held_producer_draws_nothing_until_released() -> None:
+    drawn = 0
+
+    def source() -> Iterator[int]:
+        nonlocal drawn
+        for item in range(50):
+            time.sleep(0.005)  # a decode step
+            drawn += 1
+            yield item
+
+    with RunAhead(source(), limit=100) as items:
+        iterator = iter(items)
+        assert next(iterator) == 0
+        with items.hold():
+            time.sleep(0.05)  # the item being drawn when hold() began may still arrive
+            held_at = drawn
+            time.sleep(0.3)  # ample time to draw all 50 if nothing held it
+            assert drawn == held_at < 50
+        assert list(iterator) == list(range(1, 50))  # released: the rest, in order
+
+
+def test_closing_a_held_producer_stops_it() -> None:
+    finished = threading.Event()
+
+    def endless() -> Iterator[int]:
+        try:
+            while True:
+                yield 1
+        finally:
+            finished.set()
+
+    run_ahead = RunAhead(endless(), limit=3)
+    next(iter(run_ahead))
+    with run_ahead.hold():
+        run_ahead.close()  # the client went away while the first chunk was being made
+    assert finished.is_set()

@@ -156,3 +156,43 @@ def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(
         assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
     finally:
         reset_clients()
+
+
+def test_a_worker_that_fails_gives_up_only_its_own_lease(
+    s3_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN a job whose lease another worker holds WHEN a duplicate delivery fails before it could take
+    the lease (S3 failing) THEN the other worker's lease stays; WHEN the holder itself fails THEN it goes."""
+    from types import SimpleNamespace
+
+    from function.jobs import store, worker
+    from function.shared import storage
+    from function.shared.aws_clients import reset_clients
+    from function.shared.schema import SpeechJob
+    from function.shared.settings import Settings
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    reset_clients()
+    try:
+        settings = Settings(artifact="unused", output_bucket=bucket)
+        job, _ = store.submit(SpeechJob(id="held-elsewhere", text="Hi.", speaker=SPEAKER), settings)
+        until = round(time.time() + 60, 3)
+        assert store.take_lease(job, until)  # the first worker, alive and working
+
+        def failing(bucket: str, key: str) -> bool:
+            raise storage.StorageError("S3 is unavailable")
+
+        monkeypatch.setattr(storage, "exists", failing)
+        engine = SimpleNamespace(sample_rate=22050)
+        with pytest.raises(storage.StorageError):
+            worker.run(job, engine, settings, None)  # type: ignore[arg-type]
+        after = store.status(job)
+        assert after is not None and after.lease_until == until and after.held(time.time())
+        assert after.error is not None and after.error["code"] == "storage_error"
+
+        store.release(job, None, until, error={"code": "storage_error", "message": "the holder's own"})
+        released = store.status(job)
+        assert released is not None and released.lease_until is None
+    finally:
+        reset_clients()
