@@ -93,6 +93,19 @@ def s3_env(moto_endpoint: str) -> dict[str, str]:
 
 
 @pytest.fixture
+def aws_in_process(s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """This process's own AWS clients (function.shared.aws_clients) on moto_server: its endpoints in the
+    environment, and the clients made afresh before and after the test."""
+    from function.shared.aws_clients import reset_clients
+
+    for name, value in s3_env.items():
+        monkeypatch.setenv(name, value)
+    reset_clients()
+    yield s3_env
+    reset_clients()
+
+
+@pytest.fixture
 def s3(s3_env: dict[str, str]) -> Any:
     return moto_client("s3", s3_env["AWS_ENDPOINT_URL_S3"])
 

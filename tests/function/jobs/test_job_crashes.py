@@ -132,67 +132,53 @@ def test_a_job_survives_its_worker_dying_or_its_storage_failing(
     assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", []) == []  # nothing left
 
 
-def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(
-    s3_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("aws_in_process")
+def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(bucket: str) -> None:
     from function.jobs import store
-    from function.shared.aws_clients import reset_clients
     from function.shared.schema import SpeechJob
     from function.shared.settings import Settings
 
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    reset_clients()
-    try:
-        settings = Settings(artifact="unused", output_bucket=bucket)
-        job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
-        assert store.take_lease(job, time.time() + 1.0)  # the first worker
-        assert not store.take_lease(job, time.time() + 60)  # a duplicate delivery while it works
-        held = store.status(job)
-        assert held is not None and held.state == "running" and held.held(time.time())
-        time.sleep(1.1)  # the first worker died without a word: its lease runs out
-        assert store.take_lease(job, time.time() + 60)  # taken over
-        store.update_status(job, "done")
-        assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
-    finally:
-        reset_clients()
+    settings = Settings(artifact="unused", output_bucket=bucket)
+    job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
+    assert store.take_lease(job, time.time() + 1.0)  # the first worker
+    assert not store.take_lease(job, time.time() + 60)  # a duplicate delivery while it works
+    held = store.status(job)
+    assert held is not None and held.state == "running" and held.held(time.time())
+    time.sleep(1.1)  # the first worker died without a word: its lease runs out
+    assert store.take_lease(job, time.time() + 60)  # taken over
+    store.update_status(job, "done")
+    assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
 
 
+@pytest.mark.usefixtures("aws_in_process")
 def test_a_worker_that_fails_gives_up_only_its_own_lease(
-    s3_env: dict[str, str], bucket: str, monkeypatch: pytest.MonkeyPatch
+    bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """GIVEN a job whose lease another worker holds WHEN a duplicate delivery fails before it could take
-    the lease (S3 failing) THEN the other worker's lease stays; WHEN the holder itself fails THEN it goes."""
+    the lease (S3 failing) THEN the other worker's lease stays; WHEN the holder gives it up THEN it goes."""
     from types import SimpleNamespace
 
     from function.jobs import store, worker
     from function.shared import storage
-    from function.shared.aws_clients import reset_clients
     from function.shared.schema import SpeechJob
     from function.shared.settings import Settings
 
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    reset_clients()
-    try:
-        settings = Settings(artifact="unused", output_bucket=bucket)
-        job, _ = store.submit(SpeechJob(id="held-elsewhere", text="Hi.", speaker=SPEAKER), settings)
-        until = round(time.time() + 60, 3)
-        assert store.take_lease(job, until)  # the first worker, alive and working
+    settings = Settings(artifact="unused", output_bucket=bucket)
+    job, _ = store.submit(SpeechJob(id="held-elsewhere", text="Hi.", speaker=SPEAKER), settings)
+    until = round(time.time() + 60, 3)
+    assert store.take_lease(job, until)  # the first worker, alive and working
 
-        def failing(bucket: str, key: str) -> bool:
-            raise storage.StorageError("S3 is unavailable")
+    def failing(bucket: str, key: str) -> bool:
+        raise storage.StorageError("S3 is unavailable")
 
-        monkeypatch.setattr(storage, "exists", failing)
-        engine = SimpleNamespace(sample_rate=22050)
-        with pytest.raises(storage.StorageError):
-            worker.run(job, engine, settings, None)  # type: ignore[arg-type]
-        after = store.status(job)
-        assert after is not None and after.lease_until == until and after.held(time.time())
-        assert after.error is not None and after.error["code"] == "storage_error"
+    monkeypatch.setattr(storage, "exists", failing)
+    engine = SimpleNamespace(sample_rate=22050)
+    with pytest.raises(storage.StorageError):
+        worker.run(job, engine, settings, None)  # type: ignore[arg-type]
+    after = store.status(job)
+    assert after is not None and after.lease_until == until and after.held(time.time())
+    assert after.error is not None and after.error["code"] == "storage_error"
 
-        store.release(job, None, until, error={"code": "storage_error", "message": "the holder's own"})
-        released = store.status(job)
-        assert released is not None and released.lease_until is None
-    finally:
-        reset_clients()
+    store.release(job, None, until, error={"code": "storage_error", "message": "the holder's own"})
+    released = store.status(job)
+    assert released is not None and released.lease_until is None

@@ -28,7 +28,6 @@ from function.cosyvoice.budget import expected_speech_seconds
 from function.cosyvoice.contract import MANIFEST_FILE
 from function.jobs.worker import CHECKPOINT_SECONDS
 from function.local.invoke import LocalLambda
-from function.shared.aws_clients import reset_clients
 from function.shared.storage import PART_BYTES, store_stream
 from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
 
@@ -305,23 +304,16 @@ def test_without_a_queue_the_job_api_says_so(
     assert "COSYVOICE_JOB_QUEUE_URL" in error["error"]["message"]
 
 
-def test_large_audio_goes_up_in_parts_and_only_once(
-    s3_env: dict[str, str], s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    reset_clients()
-    try:
-        pieces = [bytes([index]) * (PART_BYTES // 4) for index in range(9)]  # 2.25 parts
-        assert store_stream(bucket, "tts/big.pcm", iter(pieces), PCM, "big")
-        assert not store_stream(bucket, "tts/big.pcm", iter(pieces), PCM)  # a duplicate's upload
-        assert not store_stream(bucket, "tts/big.pcm", [b"small"], PCM)
-        head = s3.head_object(Bucket=bucket, Key="tts/big.pcm")
-        assert head["ETag"].strip('"').endswith("-3") and head["Metadata"]["job-id"] == "big"
-        assert s3.get_object(Bucket=bucket, Key="tts/big.pcm")["Body"].read() == b"".join(pieces)
-        assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
-    finally:
-        reset_clients()
+@pytest.mark.usefixtures("aws_in_process")
+def test_large_audio_goes_up_in_parts_and_only_once(s3: Any, bucket: str) -> None:
+    pieces = [bytes([index]) * (PART_BYTES // 4) for index in range(9)]  # 2.25 parts
+    assert store_stream(bucket, "tts/big.pcm", iter(pieces), PCM, "big")
+    assert not store_stream(bucket, "tts/big.pcm", iter(pieces), PCM)  # a duplicate's upload
+    assert not store_stream(bucket, "tts/big.pcm", [b"small"], PCM)
+    head = s3.head_object(Bucket=bucket, Key="tts/big.pcm")
+    assert head["ETag"].strip('"').endswith("-3") and head["Metadata"]["job-id"] == "big"
+    assert s3.get_object(Bucket=bucket, Key="tts/big.pcm")["Body"].read() == b"".join(pieces)
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
 
 
 @pytest.mark.engine
@@ -370,8 +362,9 @@ class _NoTimeLeft:
 
 
 @pytest.mark.parametrize("outcome", ["deferred", "retrying"])
+@pytest.mark.usefixtures("aws_in_process")
 def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_timeout(
-    outcome: str, sqs: Any, s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    outcome: str, sqs: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from function.jobs import batch
     from function.jobs import queue as job_queue
@@ -382,8 +375,6 @@ def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_ti
     url = sqs.create_queue(QueueName=f"slow-{outcome}", Attributes={"VisibilityTimeout": "3600"})["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"job": "some-job"}))
     (message,) = received(sqs, url)  # invisible for the next hour, as Lambda's poller leaves it
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
     monkeypatch.setattr(job_queue, "RETRY_DEFERRED_SECONDS", 1)
     monkeypatch.setattr(job_queue, "RETRY_FAILED_SECONDS", 1)
 
@@ -393,11 +384,7 @@ def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_ti
     monkeypatch.setattr(batch, "process_record", transient)
     settings = Settings(artifact="unused", output_bucket="unused", job_queue_url=url)
     monkeypatch.setattr(settings_module, "_settings", settings)
-    reset_clients()
-    try:
-        reply = batch.handle_sqs(as_event([message]), _NoTimeLeft() if outcome == "deferred" else None)
-    finally:
-        reset_clients()
+    reply = batch.handle_sqs(as_event([message]), _NoTimeLeft() if outcome == "deferred" else None)
     assert reply == {"batchItemFailures": [{"itemIdentifier": message["MessageId"]}]}
     again = received(sqs, url)  # waits up to 2 s: far less than the hour
     assert [m["MessageId"] for m in again] == [message["MessageId"]]
@@ -432,22 +419,16 @@ def test_every_record_that_can_never_succeed_is_dead_lettered_with_its_reason_th
     assert "audio" in jobs_lambda.invoke(DIRECT).json()  # and the function serves the next request
 
 
+@pytest.mark.usefixtures("aws_in_process")
 @pytest.mark.parametrize("dead_letter_queue", ["none", "refusing"])
 def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_lettered(
-    dead_letter_queue: str,
-    sqs: Any,
-    queue: str,
-    bucket: str,
-    s3_env: dict[str, str],
-    monkeypatch: pytest.MonkeyPatch,
+    dead_letter_queue: str, sqs: Any, queue: str, bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No dead-letter queue configured (the redrive policy will move it), or SendMessage refused."""
     from function.jobs import batch
     from function.shared import settings as settings_module
     from function.shared.settings import Settings
 
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
     missing = queue.rsplit("/", 1)[0] + "/no-such-queue"
     settings = Settings(
         artifact="unused",
@@ -457,9 +438,5 @@ def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_letter
     )
     monkeypatch.setattr(settings_module, "_settings", settings)
     event = sqs_event(*(HOPELESS[kind] for kind in ("not json", "no id", "over the cap")))
-    reset_clients()
-    try:
-        reply = batch.handle_sqs(event, None)
-    finally:
-        reset_clients()
+    reply = batch.handle_sqs(event, None)
     assert reply == {"batchItemFailures": [{"itemIdentifier": f"m{index}"} for index in range(3)]}
