@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 _POLL_SECONDS = 0.05  # how often a producer blocked on a full queue checks whether it should stop
 _ITEM, _DONE, _ERROR = range(3)
+_EXHAUSTED = object()  # next()'s default: the source has no more items
 
 
 class RunAhead(Generic[T]):
@@ -43,16 +44,9 @@ class RunAhead(Generic[T]):
 
     def _produce(self, source: Iterator[T]) -> None:
         try:
-            items = iter(source)
-            while self._wait_released():
-                try:
-                    item = next(items)
-                except StopIteration:
-                    break
+            for item in self._unheld_items(source):
                 if not self._put(_ITEM, item):
                     return
-            else:
-                return  # stopped while held
         except BaseException as exc:  # handed to the consumer, which decides what it means
             self._put(_ERROR, exc)
         else:
@@ -70,6 +64,16 @@ class RunAhead(Generic[T]):
             except queue.Full:
                 continue
         return False
+
+    def _unheld_items(self, source: Iterator[T]) -> Iterator[T]:
+        """`source`'s items, each drawn only while the consumer does not hold the producer; they end early
+        once it should stop (the _DONE put after them is then a no-op)."""
+        items = iter(source)
+        while self._wait_released():
+            item = next(items, _EXHAUSTED)
+            if item is _EXHAUSTED:
+                return
+            yield item  # type: ignore[misc]  # not the sentinel
 
     def _wait_released(self) -> bool:
         """Wait while the consumer holds the producer; False once it should stop."""
