@@ -5,10 +5,12 @@ CLIENTS clients loop through KINDS, each starting at its own place in the cycle:
 limit, an unknown speaker, no API key), and streams the client abandons after their first chunk. More
 clients than the server's slots and queue places, so some are refused with 429 (and wait Retry-After).
 Meanwhile /healthz is probed every PROBE_EVERY seconds on fresh connections and the server's resident
-memory (VmRSS) is sampled every RSS_EVERY seconds.
+memory (VmRSS) is sampled every RSS_EVERY seconds. Every QUIET_EVERY seconds the clients pause until the
+server has nothing in flight (its /readyz counts) and RSS is sampled once more: what the process holds
+between requests, the figure a leak raises, apart from the working memory of the requests it is serving.
 
 Prints RSS over time, the requests by kind and status, and the probes; the targets (issue 22): RSS
-growth after the first minute at most 5 %, no 5xx, every probe answered. The exit status says whether
+growth between requests after the first minute at most 5 %, no 5xx, every probe answered. The exit status says whether
 they were met.
 """
 
@@ -34,6 +36,7 @@ CLIENTS = 4
 PROBE_EVERY = 0.5
 PROBE_TIMEOUT = 5.0
 RSS_EVERY = 5.0
+QUIET_EVERY = 30.0
 SETTLE_SECONDS = 60.0  # RSS growth is measured from here: the first minute fills caches and arenas
 MAX_GROWTH = 0.05
 SHORT = "Hello there, this is a short one."
@@ -109,6 +112,7 @@ class Soak:
 
     seconds: float
     rss: list[tuple[float, int]] = field(default_factory=list)  # (seconds since start, bytes)
+    idle: list[tuple[float, int]] = field(default_factory=list)  # the same, with nothing in flight
     answers: Counter[tuple[str, str]] = field(default_factory=Counter)  # (kind, status) → requests
     probes: list[float] = field(default_factory=list)  # ms
     unanswered_probes: int = 0
@@ -118,10 +122,10 @@ class Soak:
         return sum(count for (_, status), count in self.answers.items() if not status.startswith(("2", "4")))
 
     def growth(self, settle: float = SETTLE_SECONDS) -> float | None:
-        """RSS growth after `settle` s: the median of the last third of the samples since then over the
-        median of the first third (a single sample moves ±10 % with the requests in flight); None
-        without three samples."""
-        settled = [rss for at, rss in self.rss if at >= settle]
+        """Growth of the RSS between requests after `settle` s: the median of the last third of the idle
+        samples since then over the median of the first third (one sample still moves with what the
+        allocators keep of the last requests); None without three samples."""
+        settled = [rss for at, rss in self.idle if at >= settle]
         third = len(settled) // 3
         if third == 0:
             return None
@@ -136,13 +140,20 @@ class Soak:
         )
 
     def tables(self, settle: float = SETTLE_SECONDS) -> list[Table]:
-        memory = Table(f"RSS of `serve` over {self.seconds / 60:.1f} min of mixed traffic", ["at", "RSS"])
-        step = max(1, len(self.rss) // 12)
-        for at, rss in [*self.rss[::step], *self.rss[-1:]][: 13 if len(self.rss) > 12 else None]:
-            memory.add(f"{at:.0f} s", f"{rss / 2**20:.1f} MiB")
+        memory = Table(
+            f"RSS of `serve` over {self.seconds / 60:.1f} min of mixed traffic",
+            ["at", "between requests", "highest while serving, since the row above"],
+        )
+        step = max(1, len(self.idle) // 12)
+        shown = [*self.idle[::step], *self.idle[-1:]][: 13 if len(self.idle) > 12 else None]
+        since = 0.0
+        for at, rss in shown:
+            busy = [sample for when, sample in self.rss if since <= when <= at]
+            memory.add(f"{at:.0f} s", _mib(rss), _mib(max(busy)) if busy else "–")
+            since = at
         growth = self.growth(settle)
         memory.notes.append(
-            f"growth after {settle:.0f} s: "
+            f"growth between requests after {settle:.0f} s: "
             + ("–" if growth is None else f"{growth * 100:+.2f} %")
             + f" (target ≤ {MAX_GROWTH * 100:.0f} %)"
         )
@@ -164,6 +175,10 @@ class Soak:
         return [memory, requests, probes]
 
 
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
 def _rss(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -171,8 +186,10 @@ def _rss(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-async def _traffic(url: str, pid: int, seconds: float, clients: int) -> Soak:
+async def _traffic(url: str, pid: int, seconds: float, clients: int, quiet_every: float) -> Soak:
     soak = Soak(seconds)
+    flowing = asyncio.Event()  # cleared while the server is let go quiet
+    flowing.set()
     began = time.monotonic()
     end = began + seconds
     keyed = {"Authorization": f"Bearer {API_KEY}"}
@@ -189,6 +206,7 @@ async def _traffic(url: str, pid: int, seconds: float, clients: int) -> Soak:
         async def loop(offset: int) -> None:
             turn = offset
             while time.monotonic() < end:
+                await flowing.wait()
                 kind, send = kinds[turn % len(kinds)]
                 turn += 1
                 try:
@@ -215,20 +233,49 @@ async def _traffic(url: str, pid: int, seconds: float, clients: int) -> Soak:
                 await asyncio.sleep(RSS_EVERY)
             soak.rss.append((time.monotonic() - began, _rss(pid)))
 
-        await asyncio.gather(*(loop(index * 3) for index in range(clients)), probing(), sampling())
+        async def quiet_moments() -> None:
+            while time.monotonic() + quiet_every < end:
+                await asyncio.sleep(quiet_every)
+                flowing.clear()
+                await _until_idle(probe)
+                soak.idle.append((time.monotonic() - began, _rss(pid)))
+                flowing.set()
+
+        await asyncio.gather(
+            *(loop(index * 3) for index in range(clients)), probing(), sampling(), quiet_moments()
+        )
     return soak
 
 
+async def _until_idle(probe: httpx.AsyncClient) -> None:
+    """Wait until the server has no synthesis in flight or queued (a stream its client abandoned ends at
+    the server's next chunk, after the client has gone)."""
+    while True:
+        try:
+            counts = (await probe.get("/readyz")).json()
+            if counts.get("in_flight") == 0 and counts.get("queued") == 0:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.1)
+
+
 def run(
-    code: Path, artifact: Path, seconds: float, clients: int = CLIENTS, env: dict[str, str] | None = None
+    code: Path,
+    artifact: Path,
+    seconds: float,
+    clients: int = CLIENTS,
+    env: dict[str, str] | None = None,
+    quiet_every: float = QUIET_EVERY,
 ) -> Soak:
-    """Start `serve` from `code` on `artifact` with SERVER_SETTINGS (and `env`), soak it, stop it."""
+    """Start `serve` from `code` on `artifact` with SERVER_SETTINGS (and `env`), soak it with a quiet
+    moment every `quiet_every` s, stop it."""
     port = serving.free_port()
     url = f"http://127.0.0.1:{port}"
     server = serving.start(code, artifact, port, {**SERVER_SETTINGS, **(env or {})})
     try:
         serving.wait_ready(server, url)
-        return asyncio.run(_traffic(url, server.pid, seconds, clients))
+        return asyncio.run(_traffic(url, server.pid, seconds, clients, quiet_every))
     finally:
         serving.stop(server)
 

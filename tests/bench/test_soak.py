@@ -25,7 +25,7 @@ EXPECTED = {
 
 
 def test_a_short_soak_meets_no_5xx_and_every_probe_answered(tiny_artifact: Path) -> None:
-    result = soak.run(ROOT, tiny_artifact, SECONDS)
+    result = soak.run(ROOT, tiny_artifact, SECONDS, quiet_every=5.0)
     answered: dict[str, set[str]] = {}
     for kind, status in result.answers:
         answered.setdefault(kind, set()).add(status)
@@ -37,16 +37,21 @@ def test_a_short_soak_meets_no_5xx_and_every_probe_answered(tiny_artifact: Path)
         assert answered[kind] <= {status, "429"}, (kind, answered[kind])
     assert answered["no key"] == {"401"}  # refused before a slot: never a 429
     assert "200" in set().union(*answered.values()) and len(result.rss) >= 3
+    # Quiet moments: the clients paused until the server had nothing in flight, and it was sampled.
+    assert len(result.idle) >= 3 and all(size > 0 for _, size in result.idle)
     assert all("|" in table.render() for table in result.tables(settle=5.0))
 
 
 def test_the_targets_are_missed_by_a_5xx_an_unanswered_probe_or_growth() -> None:
     clean = soak.Soak(
-        60, rss=[(0, 100), (60, 100), (90, 130), (120, 104)], answers=Counter({("short", "200"): 3})
+        60, idle=[(0, 100), (60, 100), (90, 130), (120, 104)], answers=Counter({("short", "200"): 3})
     )
     assert clean.met() and clean.growth() == pytest.approx(0.04)  # a passing peak is not growth
-    assert not soak.Soak(60, rss=clean.rss, answers=Counter({("short", "500"): 1})).met()
-    assert not soak.Soak(60, rss=clean.rss, answers=Counter({("long", "ReadTimeout"): 1})).met()
-    assert not soak.Soak(60, rss=clean.rss, unanswered_probes=1).met()
-    assert not soak.Soak(60, rss=[(0, 100), (60, 100), (90, 103), (120, 106)]).met()
-    assert soak.Soak(60, rss=[(0, 100), (60, 100)]).growth() is None
+    assert not soak.Soak(60, idle=clean.idle, answers=Counter({("short", "500"): 1})).met()
+    assert not soak.Soak(60, idle=clean.idle, answers=Counter({("long", "ReadTimeout"): 1})).met()
+    assert not soak.Soak(60, idle=clean.idle, unanswered_probes=1).met()
+    assert not soak.Soak(60, idle=[(0, 100), (60, 100), (90, 103), (120, 106)]).met()
+    assert soak.Soak(60, idle=[(0, 100), (60, 100)]).growth() is None
+    # Growth is the RSS between requests: what a request holds while it is served is not counted.
+    busy = soak.Soak(60, rss=[(60, 100), (90, 200), (120, 300)], idle=[(60, 100), (90, 100), (120, 101)])
+    assert busy.met()

@@ -174,7 +174,11 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
     assert seen[0]["status"] == "queued"
     running = [view["progress"] for view in seen if view["status"] == "running"]
-    assert running and all(0 < p["segments_done"] < p["segments_total"] == 7 for p in running)
+    # Spread over invocations: some view is part-way. All seven done but still running is a real state
+    # too (the parts were written; the assembly is the next invocation's), when the warm engine ran
+    # faster than the reference measured.
+    assert running and all(0 < p["segments_done"] <= p["segments_total"] == 7 for p in running)
+    assert any(p["segments_done"] < 7 for p in running), running
     assert all(p["audio_seconds"] > 0 for p in running)
     # Each invocation but the last sent the next message itself (a deferral would be the queue's retry).
     assert outcomes[-1] == "done" and "continued" in outcomes
