@@ -10,8 +10,8 @@ server has nothing in flight (its /readyz counts) and RSS is sampled once more: 
 between requests, the figure a leak raises, apart from the working memory of the requests it is serving.
 
 Prints RSS over time, the requests by kind and status, and the probes; the targets (issue 22): RSS
-growth between requests after the first minute at most 5 %, no 5xx, every probe answered. The exit status says whether
-they were met.
+growth between requests after the first minute at most 5 %, no 5xx, every probe answered. The exit
+status says whether they were met.
 """
 
 from __future__ import annotations

@@ -102,7 +102,6 @@ def example_estimator_inputs(
     generator = torch.Generator().manual_seed(0)
     return (
         torch.randn(batch, n_mels, frames, generator=generator),
-        torch.ones(batch, 1, frames),
         torch.randn(batch, n_mels, frames, generator=generator),
         torch.rand(batch, generator=generator),
         torch.randn(batch, n_mels, generator=generator),

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 3  # 2: graphs list their tensors in weights.bin; 3: llm_positions, 2-kind decode rows
+FORMAT_VERSION = 4  # 2: graphs list their tensors in weights.bin; 3: llm_positions, 2-kind decode rows;
+# 4: the flow estimator without a frame mask
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "weights.bin"
@@ -147,8 +148,7 @@ FLOW_ESTIMATOR = GraphSpec(
     name="flow_estimator",
     role="flow",
     inputs=(
-        _t("x", "float32", "batch", "n_mels", "mel_len"),
-        _t("mask", "float32", "batch", 1, "mel_len"),
+        _t("x", "float32", "batch", "n_mels", "mel_len"),  # every frame real: no padding, no mask
         _t("mu", "float32", "batch", "n_mels", "mel_len"),
         _t("t", "float32", "batch"),
         _t("spks", "float32", "batch", "n_mels"),

@@ -118,9 +118,7 @@ class Flow:
         # (1 + r) * v_cond - r * v_uncond, with both factors rounded to float32 as torch does.
         cond_weight = np.float32(1.0 + self.params.inference_cfg_rate)
         uncond_weight = np.float32(self.params.inference_cfg_rate)
-        frames = x.shape[2]
         # Row 0 is conditioned; row 1 is the unconditioned pass (mu, spks, cond all zero).
-        mask = np.ones((2, 1, frames), dtype=np.float32)
         mu2 = np.concatenate([mu, np.zeros_like(mu)])
         spks2 = np.concatenate([spks, np.zeros_like(spks)])
         cond2 = np.concatenate([cond, np.zeros_like(cond)])
@@ -129,7 +127,6 @@ class Flow:
         for step in range(1, len(t_span)):
             velocity = self._velocity(
                 x=np.concatenate([x, x]),
-                mask=mask,
                 mu=mu2,
                 t=np.full(2, t, dtype=np.float32),
                 spks=spks2,

@@ -30,7 +30,6 @@ def test_optimised_estimator_matches(tiny_model_dir: Path) -> None:
     frames = 37
     feed = {
         "x": rng.standard_normal((2, 80, frames), dtype=np.float32),
-        "mask": np.ones((2, 1, frames), dtype=np.float32),
         "mu": rng.standard_normal((2, 80, frames), dtype=np.float32),
         "t": np.array([0.3, 0.3], dtype=np.float32),
         "spks": rng.standard_normal((2, 80), dtype=np.float32),

@@ -69,7 +69,6 @@ def _estimator_inputs() -> dict[str, np.ndarray]:
     field = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
     return {
         "x": field(2, 80, 12),
-        "mask": np.ones((2, 1, 12), np.float32),
         "mu": field(2, 80, 12),
         "t": np.full(2, 0.3, np.float32),
         "spks": field(2, 80),
