@@ -144,8 +144,8 @@ class Soak:
             f"RSS of `serve` over {self.seconds / 60:.1f} min of mixed traffic",
             ["at", "between requests", "highest while serving, since the row above"],
         )
-        step = max(1, len(self.idle) // 12)
-        shown = [*self.idle[::step], *self.idle[-1:]][: 13 if len(self.idle) > 12 else None]
+        step = max(1, -(-len(self.idle) // 12))  # at most 12 rows, evenly spaced, and the last sample
+        shown = self.idle[::step] + ([self.idle[-1]] if (len(self.idle) - 1) % step else [])
         since = 0.0
         for at, rss in shown:
             busy = [sample for when, sample in self.rss if since <= when <= at]
