@@ -237,8 +237,8 @@ async def _traffic(url: str, pid: int, seconds: float, clients: int, quiet_every
             while time.monotonic() + quiet_every < end:
                 await asyncio.sleep(quiet_every)
                 flowing.clear()
-                await _until_idle(probe)
-                soak.idle.append((time.monotonic() - began, _rss(pid)))
+                if await _until_idle(probe, end):
+                    soak.idle.append((time.monotonic() - began, _rss(pid)))
                 flowing.set()
 
         await asyncio.gather(
@@ -247,17 +247,19 @@ async def _traffic(url: str, pid: int, seconds: float, clients: int, quiet_every
     return soak
 
 
-async def _until_idle(probe: httpx.AsyncClient) -> None:
+async def _until_idle(probe: httpx.AsyncClient, end: float) -> bool:
     """Wait until the server has no synthesis in flight or queued (a stream its client abandoned ends at
-    the server's next chunk, after the client has gone)."""
-    while True:
+    the server's next chunk, after the client has gone); False if it is still busy at `end`, so a stuck
+    server ends the soak on time instead of holding it."""
+    while time.monotonic() < end:
         try:
             counts = (await probe.get("/readyz")).json()
             if counts.get("in_flight") == 0 and counts.get("queued") == 0:
-                return
+                return True
         except httpx.HTTPError:
             pass
         await asyncio.sleep(0.1)
+    return False
 
 
 def run(
