@@ -23,6 +23,7 @@ import onnxruntime as ort
 from function.core.errors import ArtifactError
 from function.cosyvoice.artifact import Artifact, GraphEntry
 from function.cosyvoice.contract import GRAPHS, WEIGHTS_FILE, GraphSpec
+from function.cosyvoice.memory import RUN_OPTIONS, fix_mmap_threshold
 
 _EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
 _PREPACKED = frozenset({"int8", "int4"})  # quantisation schemes whose kernels need prepacked weights
@@ -88,6 +89,7 @@ def _create_session(
     threads: int | None,
     profile_prefix: str | None,
 ) -> ort.InferenceSession:
+    fix_mmap_threshold()  # before the first session's threads allocate
     prepack = entry.quantization in _PREPACKED
     options = session_options(threads or available_cpus(), prepack, profile_prefix)
     if entry.optimization == "extended":  # optimised at export: nothing left to rewrite, skip the passes
@@ -139,7 +141,7 @@ class Graph:
         missing = set(self.spec.input_names) - set(inputs)
         if missing:
             raise TypeError(f"{self.spec.name}: missing inputs {sorted(missing)}")
-        outputs = self.session.run(self.spec.output_names, inputs)
+        outputs = self.session.run(self.spec.output_names, inputs, RUN_OPTIONS)
         return dict(zip(self.spec.output_names, outputs, strict=True))
 
 
