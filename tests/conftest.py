@@ -12,9 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from function.cosyvoice.contract import WEIGHTS_FILE
+from function.cosyvoice.contract import FLOW_ESTIMATOR, WEIGHTS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,6 +26,18 @@ os.environ.setdefault("COSYVOICE_WHISPER_ASSETS", str(ROOT / ".cache" / "whisper
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def estimator_feed(frames: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A guidance batch of two for the flow estimator, shaped by the contract's spec; t is 0.3."""
+    rng = np.random.default_rng(seed)
+    dims = {"batch": 2, "n_mels": 80, "mel_len": frames}
+    feed = {
+        spec.name: rng.standard_normal([dims[str(dim)] for dim in spec.shape], dtype=np.float32)
+        for spec in FLOW_ESTIMATOR.inputs
+    }
+    feed["t"] = np.full(dims["batch"], 0.3, np.float32)
+    return feed
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from export.checkpoints import load_state_dict
 from export.config import load_config
 from export.optimize import optimize_graph
 from export.parts import flow
+from tests.conftest import estimator_feed
 
 
 def run(model_bytes: bytes, feed: dict[str, np.ndarray]) -> np.ndarray:
@@ -26,15 +27,7 @@ def test_optimised_estimator_matches(tiny_model_dir: Path) -> None:
     exported = flow.export_graphs(module, config)["flow_estimator"]
     optimised = optimize_graph(exported)
     assert len(optimised.graph.node) < len(exported.graph.node)  # the optimiser did rewrite something
-    rng = np.random.default_rng(0)
-    frames = 37
-    feed = {
-        "x": rng.standard_normal((2, 80, frames), dtype=np.float32),
-        "mu": rng.standard_normal((2, 80, frames), dtype=np.float32),
-        "t": np.array([0.3, 0.3], dtype=np.float32),
-        "spks": rng.standard_normal((2, 80), dtype=np.float32),
-        "cond": rng.standard_normal((2, 80, frames), dtype=np.float32),
-    }
+    feed = estimator_feed(frames=37)
     expected = run(exported.SerializeToString(), feed)
     np.testing.assert_allclose(run(optimised.SerializeToString(), feed), expected, atol=1e-4, rtol=1e-4)
 

@@ -17,6 +17,7 @@ from function.core.errors import ArtifactError
 from function.cosyvoice.artifact import Artifact, Manifest
 from function.cosyvoice.contract import CORE_GRAPHS, GRAPHS, WEIGHT_ALIGNMENT, llm_decode_spec
 from function.cosyvoice.graphs import Graph
+from tests.conftest import estimator_feed
 
 
 def test_runtime_imports_no_torch(tiny_artifact: Path) -> None:
@@ -64,18 +65,6 @@ def test_llm_graphs_share_their_common_tensors(tiny_artifact: Path) -> None:
     assert all(prefill[name] == offset for name, offset in decode.items() if name in prefill)
 
 
-def _estimator_inputs() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    field = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
-    return {
-        "x": field(2, 80, 12),
-        "mu": field(2, 80, 12),
-        "t": np.full(2, 0.3, np.float32),
-        "spks": field(2, 80),
-        "cond": field(2, 80, 12),
-    }
-
-
 def _in_memory(root: Path) -> dict[str, bytearray]:
     return {path.name: bytearray(path.read_bytes()) for path in root.iterdir()}
 
@@ -85,7 +74,7 @@ def test_memory_and_disk_sessions_agree(tiny_artifact: Path) -> None:
     in_memory = Artifact.from_files(_in_memory(tiny_artifact))
     mel = np.random.default_rng(0).standard_normal((1, 80, 20), dtype=np.float32)
     # hift_f0 is self-contained at this size; the estimator computes from weights.bin.
-    for name, inputs in (("hift_f0", {"mel": mel}), ("flow_estimator", _estimator_inputs())):
+    for name, inputs in (("hift_f0", {"mel": mel}), ("flow_estimator", estimator_feed(frames=12))):
         disk, memory = (Graph.load(a, name, threads=1).run(**inputs) for a in (on_disk, in_memory))
         for output in disk:
             np.testing.assert_array_equal(disk[output], memory[output])
@@ -102,7 +91,7 @@ def test_sessions_compute_from_the_artifacts_buffer_not_a_copy(
     files = _in_memory(copy)
     artifact = Artifact.open(copy) if on_disk else Artifact.from_files(files)
     estimator = Graph.load(artifact, "flow_estimator", threads=1)
-    inputs = _estimator_inputs()
+    inputs = estimator_feed(frames=12)
     before = estimator.run(**inputs)["velocity"]
     with (copy / "weights.bin").open("r+b") as handle:
         for tensor in artifact.graph("flow_estimator").external_tensors:
