@@ -5,13 +5,13 @@ intermediate tensors are as large as its input: runs over 64, 128 and 256 MiB in
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from function.cosyvoice import memory
+from tests.conftest import run_cli
 
 _PROBE = textwrap.dedent(
     """
@@ -21,12 +21,9 @@ _PROBE = textwrap.dedent(
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
+    from bench.procs import read_memory
     from function.cosyvoice import graphs, memory
     from function.cosyvoice.contract import GraphSpec, TensorSpec
-
-    def rss():
-        with open("/proc/self/status") as status:
-            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS"))
 
     nodes = [
         helper.make_node("Mul", ["x", "two"], ["doubled"]),
@@ -43,7 +40,7 @@ _PROBE = textwrap.dedent(
         ),
         opset_imports=[helper.make_opsetid("", 17)],
     )
-    if sys.argv[1] == "keep":  # what onnxruntime does by default: the arena keeps its regions
+    if sys.argv[1] == "keep":  # onnxruntime's and glibc's defaults: the arena keeps its regions
         graphs.RUN_OPTIONS = ort.RunOptions()
     else:
         memory.fix_mmap_threshold()  # what session creation through the artifact does
@@ -55,18 +52,17 @@ _PROBE = textwrap.dedent(
     graph = graphs.Graph(session, spec)
     graph.run(x=np.ones(1024, np.float32))
     x = np.ones(64 * 2**20, np.float32)
-    before = rss()
+    before = read_memory().rss
     for mebi_floats in (16, 32, 64):
         graph.run(x=x[: mebi_floats * 2**20])
-    print((rss() - before) / 2**20)
+    print((read_memory().rss - before) / 2**20)
     """
 )
 
 
 def _growth_mib(mode: str) -> float:
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE, mode], capture_output=True, text=True, check=True, timeout=120
-    )
+    done = run_cli("-c", _PROBE, mode)  # from the repository root, where bench/ is importable
+    assert done.returncode == 0, done.stderr
     return float(done.stdout.split()[-1])
 
 
@@ -77,8 +73,8 @@ def test_runs_of_growing_size_leave_rss_where_it_was() -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RSS from /proc; glibc's malloc")
 def test_the_probe_sees_what_the_default_arena_keeps() -> None:
-    # The same runs with onnxruntime's default run options: the largest run's two 256 MiB intermediates
-    # stay resident. Without this the first test could pass by measuring nothing.
+    # The same runs with onnxruntime's default run options and glibc's own threshold: the largest run's
+    # two 256 MiB intermediates stay resident. Without this the first test could pass by measuring nothing.
     assert _growth_mib("keep") > 256
 
 
