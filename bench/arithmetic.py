@@ -4,11 +4,12 @@ Both stages are bound by arithmetic: their floor is their multiply-adds per seco
 rate this CPU's onnxruntime GEMM reaches at the precision each product runs in. The multiply-adds are
 counted from the graphs as they run: every graph of the stage runs once on `SECONDS` of audio with
 onnxruntime's profiler on, which records each node's operator and its input and output shapes; matrix
-products and convolutions are counted from those shapes (everything else, elementwise work and the
-Snake's `Sin` included, is left out, so the floor is a lower bound). Products whose kernels are integer
-(the flow's dynamically quantised MatMuls) are counted against the int8 GEMM's rate, the rest against
-fp32's. The rates: a prepacked [M, K] × [K, N] MatMul in fp32 and a u8 × s8 MatMulInteger, on the
-stage's threads, best of a few runs.
+products and convolutions are counted from those shapes (a convolution's weight from the graph file, as a
+prepacked one is missing from the profile; everything else, elementwise work and the Snake's `Sin`
+included, is left out, so the floor is a lower bound). Products whose kernels are integer (the flow's
+dynamically quantised MatMuls, the vocoder's QLinearConv) are counted against the int8 GEMM's rate, the
+rest against fp32's. The rates: a prepacked [M, K] × [K, N] MatMul in fp32 and a u8 × s8 MatMulInteger,
+on the stage's threads, best of a few runs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
@@ -36,14 +38,18 @@ SECONDS = 4.0  # audio the stages run on while profiled: long enough that per-ca
 SETTLE_SECONDS = 1.0  # before the peaks: other sessions' spinning worker threads go idle
 STAGES = {"flow": (FLOW_ENCODER.name, FLOW_ESTIMATOR.name), "vocoder": (HIFT_F0.name, HIFT_GENERATOR.name)}
 MATRIX = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "Gemm"})
-CONV = frozenset({"Conv", "FusedConv", "ConvInteger"})
-INTEGER = frozenset({"MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "ConvInteger"})
+CONV = frozenset({"Conv", "FusedConv", "ConvInteger", "QLinearConv"})
+INTEGER = frozenset({"MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "ConvInteger", "QLinearConv"})
+CONV_WEIGHT = {"QLinearConv": 3}  # the weight's input index where it is not the second (x, its scale, zero)
 SPEAKER_DIM = 192  # the x-vector every v1 speaker embedding is
 GEMM = (512, 1024, 1024)  # M, K, N of the peak-rate products: past every cache, as the stages' are
 
 
-def node_multiply_adds(op: str, inputs: list[list[int]], outputs: list[list[int]]) -> int:
-    """Multiply-adds of one node from its shapes; 0 for operators that are not products."""
+def node_multiply_adds(
+    op: str, inputs: list[list[int]], outputs: list[list[int]], weight: list[int] | None = None
+) -> int:
+    """Multiply-adds of one node from its shapes; 0 for operators that are not products. `weight`: a
+    convolution's weight dims, where the shapes lack them."""
     if not inputs or not outputs:
         return 0
     out = math.prod(outputs[0])
@@ -52,14 +58,19 @@ def node_multiply_adds(op: str, inputs: list[list[int]], outputs: list[list[int]
     if op in MATRIX:
         return out * inputs[0][-1]
     if op in CONV:  # weight [C_out, C_in / groups, *kernel]: each output sums over all but its first axis
-        return out * math.prod(inputs[1][1:])
+        return out * math.prod((weight or inputs[CONV_WEIGHT.get(op, 1)])[1:])
     if op == "ConvTranspose":  # weight [C_in, C_out / groups, *kernel]: each input is spread over the rest
-        return math.prod(inputs[0]) * math.prod(inputs[1][1:])
+        return math.prod(inputs[0]) * math.prod((weight or inputs[1])[1:])
     return 0
 
 
-def count_profile(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """{"fp32": n, "int8": n}: multiply-adds of the node runs in an onnxruntime profile."""
+def count_profile(
+    events: Iterable[Mapping[str, Any]], conv_weights: Mapping[str, list[int]] | None = None
+) -> dict[str, int]:
+    """{"fp32": n, "int8": n}: multiply-adds of the node runs in an onnxruntime profile.
+
+    conv_weights: {node name: weight dims} of the convolutions, from the graph (`conv_weight_dims`): a
+    prepacked weight is missing from the profile's input shapes."""
     counts = {"fp32": 0, "int8": 0}
     for event in events:
         args = event.get("args", {})
@@ -68,8 +79,20 @@ def count_profile(events: Iterable[Mapping[str, Any]]) -> dict[str, int]:
         op = args["op_name"]
         inputs = [_dims(shape) for shape in args.get("input_type_shape", [])]
         outputs = [_dims(shape) for shape in args.get("output_type_shape", [])]
-        counts["int8" if op in INTEGER else "fp32"] += node_multiply_adds(op, inputs, outputs)
+        weight = (conv_weights or {}).get(event["name"].removesuffix("_kernel_time"))
+        counts["int8" if op in INTEGER else "fp32"] += node_multiply_adds(op, inputs, outputs, weight)
     return counts
+
+
+def conv_weight_dims(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """{node name: weight dims} of `model`'s convolutions (transposed too) whose weight is an initializer."""
+    initializers = {tensor.name: list(tensor.dims) for tensor in model.graph.initializer}
+    weights = {
+        node.name: node.input[CONV_WEIGHT.get(node.op_type, 1)]
+        for node in model.graph.node
+        if node.op_type in CONV | {"ConvTranspose"}
+    }
+    return {node: initializers[weight] for node, weight in weights.items() if weight in initializers}
 
 
 def _dims(shape: Mapping[str, list[int]]) -> list[int]:
@@ -102,7 +125,9 @@ def multiply_adds_per_second(artifact_dir: Path, threads: int, seconds: float = 
             total: dict[str, float] = defaultdict(float)
             for name in names:
                 profile = Path(graphs[name].session.end_profiling())
-                for precision, n in count_profile(json.loads(profile.read_text())).items():
+                model = onnx.load_from_string(bytes(artifact.file(artifact.graph(name).file)))
+                events = json.loads(profile.read_text())
+                for precision, n in count_profile(events, conv_weight_dims(model)).items():
                     total[precision] += n / audio_seconds
             counts[stage] = dict(total)
     return counts

@@ -32,7 +32,8 @@ def variants(config: BenchConfig) -> tuple[list[tuple[str, str, Any]], list[str]
         else:
             missing.append(
                 f"ours {weights}: no artifact at {path} (skipped; build it with"
-                f" `python -m export {config.model_dir} {path} --llm-weights {weights} --flow-weights int8`)"
+                f" `python -m export {config.model_dir} {path} --llm-weights {weights} --flow-weights int8"
+                " --vocoder-weights int8`)"
             )
     return found, missing
 
@@ -147,7 +148,7 @@ def table(
         "floor: a prepacked fp32 GEMV chain over as many bytes as one decode step's weights, same threads,"
         " same run (bench/floor.py); arithmetic floor: the stage's matrix-product and convolution"
         " multiply-adds per audio second, counted from a profiled run of its graphs, over this CPU's"
-        " prepacked GEMM rate at each product's precision (fp32, or int8 for quantised MatMuls), same"
+        " prepacked GEMM rate at each product's precision (fp32, or int8 for quantised products), same"
         " threads, same run (bench/arithmetic.py); stage busy time is each stage's own wall time, so"
         " with the LLM on its own thread their sum exceeds the request's wall time"
     )
@@ -155,7 +156,8 @@ def table(
     if any(label not in FULL_TEXT_VARIANTS for label in labels):
         result.notes.append(
             f"quantised variants run only {STREAM_TEXT}; as built by `make bench`, ours int8 / int4 have"
-            " int8 / int4 LLM weights and int8 flow MatMuls (--flow-weights int8), the vocoder stays fp32"
+            " int8 / int4 LLM weights, int8 flow MatMuls (--flow-weights int8) and int8 vocoder convolutions"
+            " (--vocoder-weights int8)"
         )
     result.notes.append(
         f"random weights: a segment usually runs to {SPEECH_TOKENS_PER_TEXT_TOKEN:g} speech tokens per text"

@@ -23,7 +23,8 @@ from export.errors import CheckpointMismatch, ContractError, ExportError, Option
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
 from export.parts import ConfigT, ModuleT, Part, QuantizablePart
-from export.quantize import DYNAMIC_INT8
+from export.parts.samples import Samples
+from export.quantize import DYNAMIC_INT8, STATIC_INT8
 from export.writer import staging_directory, write_graphs
 from function.cosyvoice.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.cosyvoice.contract import (
@@ -39,6 +40,7 @@ from function.cosyvoice.contract import (
 
 LLM_WEIGHT_MODES = ("fp32", "int8", "int4")
 FLOW_WEIGHT_MODES = ("fp32", "int8")
+VOCODER_WEIGHT_MODES = ("fp32", "int8")
 _ONNX_DTYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "float32",
     onnx.TensorProto.INT64: "int64",
@@ -50,11 +52,16 @@ _ONNX_DTYPES: dict[int, str] = {
 @dataclass(frozen=True)
 class ExportOptions:
     llm_weights: str = "fp32"  # weight-only quantisation of the LLM's MatMuls: fp32 | int8 | int4
-    quality_report: bool = True  # measure what quantisation costs against fp32 (LLM: top-1, KL; flow: mel)
+    quality_report: bool = True  # what quantising costs against fp32 (top-1 + KL, mel, SNR)
     flow_weights: str = "fp32"  # dynamic int8 quantisation of the flow graphs' MatMuls: fp32 | int8
+    vocoder_weights: str = "fp32"  # static int8 quantisation of the vocoder generator's Convs: fp32 | int8
 
     def to_dict(self) -> dict:
-        return {"llm_weights": self.llm_weights, "flow_weights": self.flow_weights}
+        return {
+            "llm_weights": self.llm_weights,
+            "flow_weights": self.flow_weights,
+            "vocoder_weights": self.vocoder_weights,
+        }
 
 
 @dataclass
@@ -187,6 +194,8 @@ class _Source:
     parameter_bytes: int
     file_hashes: dict[str, str]
     instruct: bool  # an -Instruct model: instructions are applied (function.shared.voices)
+    speakers: dict[str, list[float]]  # spk2info.pt's voices
+    samples: Samples  # what static quantisation calibrates on, made from these graphs on first use
 
 
 def is_instruct(model_dir: Path, instruct: bool | None = None) -> bool:
@@ -227,6 +236,8 @@ def export_artifacts(
             raise OptionsError(f"--llm-weights must be one of {', '.join(LLM_WEIGHT_MODES)}")
         if options.flow_weights not in FLOW_WEIGHT_MODES:
             raise OptionsError(f"--flow-weights must be one of {', '.join(FLOW_WEIGHT_MODES)}")
+        if options.vocoder_weights not in VOCODER_WEIGHT_MODES:
+            raise OptionsError(f"--vocoder-weights must be one of {', '.join(VOCODER_WEIGHT_MODES)}")
     for out_dir in targets:
         if out_dir.exists() and not force:
             raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
@@ -250,7 +261,8 @@ _TORCH_STEPS = 6  # each part: checkpoint loaded, graphs exported
 
 
 def _artifact_steps(options: ExportOptions) -> int:
-    return 3 + (options.llm_weights != "fp32") + (options.flow_weights != "fp32")
+    quantised = (options.llm_weights, options.flow_weights, options.vocoder_weights)
+    return 3 + sum(mode != "fp32" for mode in quantised)
 
 
 def _export_fp32(model_dir: Path, instruct: bool, advance: Callable[[str], None]) -> _Source:
@@ -265,7 +277,9 @@ def _export_fp32(model_dir: Path, instruct: bool, advance: Callable[[str], None]
     parameter_bytes += _export_part("flow", flow, config.flow, model_dir, graphs, advance)
     parameter_bytes += _export_part("hift", hift, config.hift, model_dir, graphs, advance)
     file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
-    return _Source(model_dir, config, graphs, parameter_bytes, file_hashes, instruct)
+    speakers = load_speakers(model_dir / "spk2info.pt")
+    samples = Samples(graphs, config, list(speakers.values()))
+    return _Source(model_dir, config, graphs, parameter_bytes, file_hashes, instruct, speakers, samples)
 
 
 def _export_part(
@@ -301,6 +315,7 @@ class _Quantized:
 
     graphs: dict[str, onnx.ModelProto]
     quality: dict[str, dict] | None  # part → what quantising cost against fp32; None: not measured
+    samples: Samples
     schemes: dict[str, str] = field(default_factory=dict)  # graph → the manifest's name for its scheme
 
     def add(
@@ -310,9 +325,9 @@ class _Quantized:
         if mode == "fp32":
             return False
         fp32 = {graph: model for graph, model in self.graphs.items() if GRAPHS[graph].role == name}
-        quantized = part.quantize_graphs(fp32, mode)
+        quantized = part.quantize_graphs(fp32, mode, self.samples)
         if self.quality is not None:
-            self.quality[name] = part.quality_report(fp32, quantized, config)
+            self.quality[name] = part.quality_report(fp32, quantized, config, self.samples)
         self.graphs.update(quantized)
         self.schemes.update(dict.fromkeys(quantized, scheme))
         return True
@@ -321,16 +336,19 @@ class _Quantized:
 def _write_artifact(
     source: _Source, out_dir: Path, options: ExportOptions, force: bool, advance: Callable[[str], None]
 ) -> ExportSummary:
-    from export.parts import flow, llm
+    from export.parts import flow, hift, llm
 
     config, model_dir = source.config, source.model_dir
     summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
     # Quantising and optimising make copies: the source stays fp32.
-    variant = _Quantized(dict(source.graphs), summary.quality if options.quality_report else None)
+    quality = summary.quality if options.quality_report else None
+    variant = _Quantized(dict(source.graphs), quality, source.samples)
     if variant.add("llm", llm, config.llm, options.llm_weights, options.llm_weights):
         advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
     if variant.add("flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8):
         advance(f"{out_dir.name}: flow quantised ({options.flow_weights})")
+    if variant.add("vocoder", hift, config.hift, options.vocoder_weights, STATIC_INT8):
+        advance(f"{out_dir.name}: vocoder quantised ({options.vocoder_weights})")
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
@@ -362,7 +380,7 @@ def _write_artifact(
                 (staging / TOKENIZER_ASSET).stat().st_size,
                 sha256_of(staging / TOKENIZER_ASSET),
             ),
-            speakers=load_speakers(model_dir / "spk2info.pt"),
+            speakers=source.speakers,
             export_options={**options.to_dict(), **({"quality": summary.quality} if summary.quality else {})},
             versions={
                 "torch": torch.__version__,
@@ -384,6 +402,7 @@ __all__ = [
     "ExportSummary",
     "FLOW_WEIGHT_MODES",
     "LLM_WEIGHT_MODES",
+    "VOCODER_WEIGHT_MODES",
     "export_artifacts",
     "export_model",
     "conform_io_names",

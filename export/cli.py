@@ -13,15 +13,17 @@ from pathlib import Path
 from function.cli.base import fail
 
 # Weight modes per part (export.build checks them again; kept here so parsing needs no torch import).
-WEIGHT_CHOICES = {"llm": ("fp32", "int8", "int4"), "flow": ("fp32", "int8")}
+WEIGHT_CHOICES = {"llm": ("fp32", "int8", "int4"), "flow": ("fp32", "int8"), "vocoder": ("fp32", "int8")}
 
 
 def _also(text: str) -> tuple[Path, dict[str, str]]:
-    """`DIR:llm=int8,flow=int8` → (DIR, {"llm_weights": "int8", "flow_weights": "int8"}); omitted: fp32."""
+    """`DIR:llm=int8,flow=int8,vocoder=int8` → (DIR, {"llm_weights": "int8", ...}); omitted: fp32."""
     directory, _, spec = text.rpartition(":")
     pairs = [item.partition("=") for item in spec.split(",")]
     if not directory or any(value not in WEIGHT_CHOICES.get(key, ()) for key, _, value in pairs):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected DIR:llm=fp32|int8|int4,flow=fp32|int8")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected DIR:llm=fp32|int8|int4,flow=fp32|int8,vocoder=fp32|int8"
+        )
     return Path(directory), {f"{key}_weights": value for key, _, value in pairs}
 
 
@@ -41,7 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--llm-weights",
         choices=WEIGHT_CHOICES["llm"],
         default="fp32",
-        help="weight-only quantisation of the LLM (flow and vocoder stay fp32)",
+        help="weight-only quantisation of the LLM's MatMuls",
     )
     parser.add_argument(
         "--flow-weights",
@@ -50,11 +52,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="int8 weights and dynamically quantised activations for the flow's MatMuls (~1.5x faster)",
     )
     parser.add_argument(
+        "--vocoder-weights",
+        choices=WEIGHT_CHOICES["vocoder"],
+        default="fp32",
+        help="int8 convolutions in the vocoder, calibrated on the model's own mels (~1.8x faster)",
+    )
+    parser.add_argument(
         "--also",
         type=_also,
         action="append",
         default=[],
-        metavar="DIR:llm=W,flow=W",
+        metavar="DIR:llm=W,flow=W,vocoder=W",
         help="write another artifact with these weights from the same torch export (repeatable)",
     )
     parser.add_argument("--force", action="store_true", help="replace the output directories if they exist")
@@ -67,7 +75,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-quality-report",
         action="store_true",
-        help="skip measuring what quantisation costs against fp32 (LLM and flow)",
+        help="skip measuring what quantisation costs against fp32 (each quantised part)",
     )
 
     fake = commands.add_parser("fake", help="write a random-weight model directory (its audio is noise)")
@@ -91,7 +99,10 @@ def export(args: argparse.Namespace) -> int:
     quality = not args.no_quality_report
     targets = {
         args.out_dir: ExportOptions(
-            llm_weights=args.llm_weights, flow_weights=args.flow_weights, quality_report=quality
+            llm_weights=args.llm_weights,
+            flow_weights=args.flow_weights,
+            vocoder_weights=args.vocoder_weights,
+            quality_report=quality,
         )
     }
     for directory, fields in args.also:

@@ -197,6 +197,20 @@ class HiFTConfig:
     f0_in_channels: int
     f0_cond_channels: int
 
+    def params(self) -> VocoderParams:
+        """The vocoder's runtime numbers (its source's among them), as the manifest stores them."""
+        return VocoderParams(
+            sample_rate=self.sampling_rate,
+            upsample_factor=_product(self.upsample_rates) * self.istft_hop_len,
+            n_fft=self.istft_n_fft,
+            hop_len=self.istft_hop_len,
+            nb_harmonics=self.nb_harmonics,
+            sine_amp=self.nsf_alpha,
+            noise_std=self.nsf_sigma,
+            voiced_threshold=self.nsf_voiced_threshold,
+            audio_limit=self.audio_limit,
+        )
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -218,17 +232,7 @@ class ModelConfig:
                 tau_r=float(self.sampling.get("tau_r", LLMParams.tau_r)),
             ),
             flow=self.flow.params(),
-            vocoder=VocoderParams(
-                sample_rate=self.hift.sampling_rate,
-                upsample_factor=_product(self.hift.upsample_rates) * self.hift.istft_hop_len,
-                n_fft=self.hift.istft_n_fft,
-                hop_len=self.hift.istft_hop_len,
-                nb_harmonics=self.hift.nb_harmonics,
-                sine_amp=self.hift.nsf_alpha,
-                noise_std=self.hift.nsf_sigma,
-                voiced_threshold=self.hift.nsf_voiced_threshold,
-                audio_limit=self.hift.audio_limit,
-            ),
+            vocoder=self.hift.params(),
             mel=self.mel,
         )
 

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 
 from function.cosyvoice.contract import FLOW_ESTIMATOR, WEIGHTS_FILE
@@ -26,6 +28,12 @@ os.environ.setdefault("COSYVOICE_WHISPER_ASSETS", str(ROOT / ".cache" / "whisper
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+def run_graph(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """The first output of a one-input graph `model` (input "x"), run by onnxruntime as it stands."""
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
 
 
 def estimator_feed(frames: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -2,8 +2,9 @@
 
 A part turns its checkpoint's state dict into an export-friendly torch module (`load_module`, refusing a
 state dict that does not fit the config with an ExportError) and that module into its ONNX graphs
-(`export_graphs`, named as function.cosyvoice.contract names them); llm and flow also quantise their graphs
-(`QuantizablePart`). export.build drives every part through these, with no branch per part.
+(`export_graphs`, named as function.cosyvoice.contract names them); each also quantises its graphs
+(`QuantizablePart`), a part that calibrates on the model's own mels taking them from `Samples`. export.build
+drives every part through these, with no branch per part.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 if TYPE_CHECKING:
     import onnx
     import torch
+
+    from export.parts.samples import Samples
 
 ConfigT = TypeVar("ConfigT", contravariant=True)
 ModuleT = TypeVar("ModuleT")
@@ -25,10 +28,10 @@ class Part(Protocol[ConfigT, ModuleT]):
 
 
 class QuantizablePart(Part[ConfigT, ModuleT], Protocol):
-    """A part whose graphs can be quantised (llm, flow), and that measures what that costs."""
+    """A part whose graphs can be quantised (llm, flow, hift), and that measures what that costs."""
 
     def quantize_graphs(
-        self, graphs: dict[str, onnx.ModelProto], mode: str
+        self, graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples
     ) -> dict[str, onnx.ModelProto]: ...
 
     def quality_report(
@@ -36,6 +39,7 @@ class QuantizablePart(Part[ConfigT, ModuleT], Protocol):
         fp32_graphs: dict[str, onnx.ModelProto],
         quant_graphs: dict[str, onnx.ModelProto],
         config: ConfigT,
+        samples: Samples,
     ) -> dict: ...
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -11,6 +12,7 @@ import torch
 from export.config import FlowConfig
 from export.errors import CheckpointMismatch, OptionsError
 from export.modules.flow import FlowEncoderGraph, FlowModel
+from export.parts.samples import Samples
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
@@ -124,15 +126,18 @@ def export_graphs(module: FlowModel, config: FlowConfig) -> dict[str, onnx.Model
     return graphs
 
 
-def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
-    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize);
-    "int8" is the flow's one mode."""
+def quantize_graphs(
+    graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples | None = None
+) -> dict[str, onnx.ModelProto]:
+    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize: nothing to
+    calibrate, so `samples` goes unused); "int8" is the flow's one mode."""
     if mode != "int8":
         raise OptionsError(f"the flow quantises to int8 only, not {mode!r}")
     return {name: quantize_dynamic_int8(model) for name, model in graphs.items()}
 
 
-def _flow(graphs: dict[str, onnx.ModelProto], params: FlowParams) -> Flow:
+def runtime_flow(graphs: Mapping[str, onnx.ModelProto], params: FlowParams) -> Flow:
+    """The runtime's Flow over in-memory flow graphs."""
     # Unprepacked, as the runtime runs both the fp32 and the dynamically quantised flow graphs.
     encoder, estimator = (
         in_memory_graph(graphs[s.name], s, prepack=False) for s in (FLOW_ENCODER, FLOW_ESTIMATOR)
@@ -144,6 +149,7 @@ def quality_report(
     fp32_graphs: dict[str, onnx.ModelProto],
     quant_graphs: dict[str, onnx.ModelProto],
     config: FlowConfig,
+    samples: Samples | None = None,
     seed: int = 0,
     tokens: int = 100,
 ) -> dict:
@@ -153,7 +159,7 @@ def quality_report(
     rng = np.random.default_rng(seed)
     speech = rng.integers(0, config.vocab_size, size=(1, tokens), dtype=np.int64)
     speaker = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
-    reference_flow, candidate_flow = _flow(fp32_graphs, params), _flow(quant_graphs, params)
+    reference_flow, candidate_flow = runtime_flow(fp32_graphs, params), runtime_flow(quant_graphs, params)
     noise = reference_flow.sample_noise(rng, reference_flow.mel_frames(tokens))
     no_prompt = (np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0, params.n_mels), dtype=np.float32))
     reference, candidate = (
@@ -168,4 +174,11 @@ def quality_report(
     }
 
 
-__all__ = ["export_graphs", "load_module", "quality_report", "quantize_graphs", "random_state_dict"]
+__all__ = [
+    "export_graphs",
+    "load_module",
+    "quality_report",
+    "quantize_graphs",
+    "random_state_dict",
+    "runtime_flow",
+]

@@ -16,6 +16,7 @@ import torch
 
 from export.config import LLMConfig
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
+from export.parts.samples import Samples
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_matmuls
 from function.cosyvoice.contract import (
@@ -139,8 +140,11 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
     return {LLM_PREFILL.name: prefill, decode_spec.name: decode, LLM_POSITIONS.name: positions}
 
 
-def quantize_graphs(graphs: dict[str, onnx.ModelProto], mode: str) -> dict[str, onnx.ModelProto]:
-    """Weight-only "int8" or "int4" MatMulNBits (blocks: quantize.BLOCK_SIZES) of the MatMul weights."""
+def quantize_graphs(
+    graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples | None = None
+) -> dict[str, onnx.ModelProto]:
+    """Weight-only "int8" or "int4" MatMulNBits (blocks: quantize.BLOCK_SIZES) of the MatMul weights;
+    weight-only quantisation calibrates nothing, so `samples` goes unused."""
     return {name: quantize_matmuls(model, mode) for name, model in graphs.items()}
 
 
@@ -158,6 +162,7 @@ def quality_report(
     fp32_graphs: dict[str, onnx.ModelProto],
     quant_graphs: dict[str, onnx.ModelProto],
     config: LLMConfig,
+    samples: Samples | None = None,
     seed: int = 0,
     text_len: int = 16,
     steps: int = 32,

@@ -185,9 +185,12 @@ class Artifact:
         self._files = dict(files)
         # What names this export (saved voices record it): the manifest file's sha256; an artifact built
         # in memory without one is named by its files' digests, which the manifest lists.
-        self.manifest_sha256 = manifest_sha256 or hashlib.sha256(
-            "".join(sorted(entry.sha256 for entry in manifest.files())).encode()
-        ).hexdigest()
+        self.manifest_sha256 = (
+            manifest_sha256
+            or hashlib.sha256(
+                "".join(sorted(entry.sha256 for entry in manifest.files())).encode()
+            ).hexdigest()
+        )
 
     @classmethod
     def open(cls, root: str | Path, verify_hashes: bool = False) -> Artifact:

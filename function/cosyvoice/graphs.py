@@ -6,8 +6,10 @@ stay file-backed and shared between processes, tensors the two LLM graphs share 
 artifact read from S3 into memory is not duplicated (onnxruntime's own loading copies in-memory external
 data, ~2.4 GiB more at full size). Graphs are created with prepacking off, so fp32 kernels read those
 views directly (~10 ms per session). The LLM's MatMulNBits graphs ("int8"/"int4") prepack, because their
-kernels are an order of magnitude slower without it; the flow's dynamically quantised graphs
-("int8-dynamic") measured as fast unpacked, and their sessions start in less than half the time.
+kernels are an order of magnitude slower without it, and so does the vocoder's statically quantised generator
+("int8-static": QLinearConv took 0.73x fp32's time unpacked, 0.54x packed); the flow's dynamically
+quantised graphs ("int8-dynamic") measured as fast unpacked, and their sessions start in less than half
+the time.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from function.cosyvoice.contract import GRAPHS, WEIGHTS_FILE, GraphSpec
 from function.cosyvoice.memory import RUN_OPTIONS, fix_mmap_threshold
 
 _EXTERNAL_DATA_FOLDER = "session.model_external_initializers_file_folder_path"
-_PREPACKED = frozenset({"int8", "int4"})  # quantisation schemes whose kernels need prepacked weights
+_PREPACKED = frozenset({"int8", "int4", "int8-static"})  # schemes whose kernels need prepacked weights
 
 # What onnxruntime raises for a graph it cannot read (bad bytes, bad model, missing external data).
 _ORT_ERRORS = ort.capi.onnxruntime_pybind11_state  # type: ignore[attr-defined]

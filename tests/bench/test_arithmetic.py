@@ -10,7 +10,13 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.arithmetic import count_profile, floors, multiply_adds_per_second, node_multiply_adds
+from bench.arithmetic import (
+    conv_weight_dims,
+    count_profile,
+    floors,
+    multiply_adds_per_second,
+    node_multiply_adds,
+)
 
 
 @pytest.mark.parametrize(
@@ -21,6 +27,7 @@ from bench.arithmetic import count_profile, floors, multiply_adds_per_second, no
         ("Gemm", [[6, 4], [4, 5]], [[6, 5]], 6 * 5 * 4),
         ("Gemm", [[4, 6], [4, 5]], [[6, 5]], 6 * 5 * 4),  # transA
         ("Conv", [[1, 4, 12], [8, 2, 3]], [[1, 8, 10]], 80 * 2 * 3),  # two groups
+        ("QLinearConv", [[1, 4, 12], [], [], [8, 2, 3], [8], [8], [], []], [[1, 8, 10]], 80 * 2 * 3),
         ("ConvTranspose", [[1, 4, 10], [4, 3, 2]], [[1, 3, 20]], 40 * 3 * 2),
         ("Add", [[1, 4], [1, 4]], [[1, 4]], 0),
     ],
@@ -60,6 +67,41 @@ def test_an_onnxruntime_profile_is_counted_per_precision(tmp_path: Path) -> None
     events = json.loads(Path(session.end_profiling()).read_text())
     per_run = 8 * 4 * 16 + 6 * 6 * 4 * 3
     assert count_profile(events) == {"fp32": 2 * per_run, "int8": 0}
+
+
+def test_prepacked_convolutions_are_counted_from_the_graphs_weights(tmp_path: Path) -> None:
+    """A prepacked weight drops out of the profile's input shapes, so the graph's weights count: a
+    statically quantised Conv1d 4 → 6, kernel 3, then a ConvTranspose 6 → 2, kernel 4, stride 2, 8 frames."""
+    from export.optimize import optimize_graph
+    from export.quantize import quantize_static_int8
+    from function.cosyvoice.graphs import session_options
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "k"], ["h"], "conv", pads=[1, 1]),  # named, as exported nodes are
+            helper.make_node("ConvTranspose", ["h", "t"], ["y"], "up", strides=[2]),
+        ],
+        "prepacked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 18])],
+        [
+            numpy_helper.from_array(rng.standard_normal((6, 4, 3), dtype=np.float32), "k"),
+            numpy_helper.from_array(rng.standard_normal((6, 2, 4), dtype=np.float32), "t"),
+        ],
+    )
+    fp32 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feed = {"x": rng.standard_normal((1, 4, 8), dtype=np.float32)}
+    model = optimize_graph(quantize_static_int8(fp32, [feed]))
+    options = session_options(1, prepack=True, profile_prefix=str(tmp_path / "prepacked"))
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # as for exported graphs
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session.run(None, feed)
+    events = json.loads(Path(session.end_profiling()).read_text())
+    weights = conv_weight_dims(model)
+    assert weights == {"conv": [6, 4, 3], "up": [6, 2, 4]}
+    assert {node.op_type for node in model.graph.node} >= {"QLinearConv", "ConvTranspose"}
+    assert count_profile(events, weights) == {"fp32": 6 * 8 * 2 * 4, "int8": 6 * 8 * 4 * 3}
 
 
 def test_floor_adds_each_precision_over_its_own_peak() -> None:

@@ -103,7 +103,15 @@ def test_artifacts_from_one_run_equal_separate_exports(
     The quantised artifact comes first, so an fp32 artifact equal to the plain export also shows that
     quantising left the shared fp32 graphs alone."""
     together, fp32, single = tmp_path / "int4", tmp_path / "fp32", tmp_path / "int4-single"
-    quantised = ("--llm-weights", "int4", "--flow-weights", "int8", "--no-quality-report")
+    quantised = (
+        "--llm-weights",
+        "int4",
+        "--flow-weights",
+        "int8",
+        "--vocoder-weights",
+        "int8",
+        "--no-quality-report",
+    )
     result = run_cli(
         "-m", "export", str(tiny_model_dir), str(together), *quantised, "--also", f"{fp32}:llm=fp32"
     )

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -15,7 +14,7 @@ from export.optimize import optimize_graph
 from export.quantize import DYNAMIC_INT8, quantize_dynamic_int8
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.flow import Flow
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_graph
 
 QUANTISED_OPS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
 
@@ -37,11 +36,6 @@ def _two_matmuls(weight: np.ndarray) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {"x": x})[0]
-
-
 def test_only_constant_weight_matmuls_are_quantised() -> None:
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((64, 64), dtype=np.float32) / 8
@@ -54,9 +48,9 @@ def test_only_constant_weight_matmuls_are_quantised() -> None:
     # The activation x activation product stays fp32 (the optimiser folds its Transpose in).
     assert sum(op in ("MatMul", "FusedMatMul") for op in ops) == 1
     x = rng.standard_normal((1, 16, 64), dtype=np.float32)
-    expected = _run(model, x)
+    expected = run_graph(model, x)
     # 8-bit weights and activations: a per-element error of ~1 % of the output's scale.
-    error = np.linalg.norm(_run(quantised, x) - expected) / np.linalg.norm(expected)
+    error = np.linalg.norm(run_graph(quantised, x) - expected) / np.linalg.norm(expected)
     assert 0 < error < 0.02
 
 
