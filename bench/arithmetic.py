@@ -2,14 +2,19 @@
 
 Both stages are bound by arithmetic: their floor is their multiply-adds per second of audio over the
 rate this CPU's onnxruntime GEMM reaches at the precision each product runs in. The multiply-adds are
-counted from the graphs as they run: every graph of the stage runs once on `SECONDS` of audio with
+counted from the graphs as they run: every graph of the stage runs once on one segment's audio with
 onnxruntime's profiler on, which records each node's operator and its input and output shapes; matrix
-products and convolutions are counted from those shapes (a convolution's weight from the graph file, as a
-prepacked one is missing from the profile; everything else, elementwise work and the Snake's `Sin`
-included, is left out, so the floor is a lower bound). Products whose kernels are integer (the flow's
-dynamically quantised MatMuls, the vocoder's QLinearConv) are counted against the int8 GEMM's rate, the
-rest against fp32's. The rates: a prepacked [M, K] × [K, N] MatMul in fp32 and a u8 × s8 MatMulInteger,
-on the stage's threads, best of a few runs.
+products, convolutions and attention's two products (Q·Kᵀ and weights·V, in the flow estimator's fused
+MultiHeadAttention) are counted from those shapes (a convolution's weight from the graph file, as a
+prepacked one is missing from the profile; everything else, elementwise work, softmax and the Snake's
+`Sin` included, is left out, so the floor is a lower bound). Attention grows with the square of a
+segment's frames, so its count per audio second grows with the segment: bench.speed counts on the length
+of the utterance it times. Products whose kernels are integer (the flow's dynamically quantised MatMuls,
+the vocoder's QLinearConv) are counted against the int8 GEMM's rate, the rest against fp32's:
+onnxruntime's CPU attention has no integer or bf16 kernel, and its fp16 one computes at the fp32 rate on a
+CPU without AVX512-FP16 (measured here: 75 against 80 G multiply-adds/s, 860 frames, one thread). The
+rates: a prepacked [M, K] × [K, N] MatMul in fp32 and a u8 × s8 MatMulInteger, on the stage's threads,
+best of a few runs.
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ from function.cosyvoice.flow import Flow
 from function.cosyvoice.graphs import Graph, session_options
 from function.cosyvoice.vocoder import Vocoder
 
-SECONDS = 4.0  # audio the stages run on while profiled: long enough that per-call overheads are small
+SECONDS = 4.0  # the segment's default length: long enough that per-call overheads are small
 SETTLE_SECONDS = 1.0  # before the peaks: other sessions' spinning worker threads go idle
 STAGES = {"flow": (FLOW_ENCODER.name, FLOW_ESTIMATOR.name), "vocoder": (HIFT_F0.name, HIFT_GENERATOR.name)}
 MATRIX = frozenset({"MatMul", "FusedMatMul", "MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "Gemm"})
 CONV = frozenset({"Conv", "FusedConv", "ConvInteger", "QLinearConv"})
+ATTENTION = frozenset({"MultiHeadAttention"})  # query, key, value as [B, S, D] or [B, N, S, H]
 INTEGER = frozenset({"MatMulInteger", "DynamicQuantizeMatMul", "MatMulNBits", "ConvInteger", "QLinearConv"})
 CONV_WEIGHT = {"QLinearConv": 3}  # the weight's input index where it is not the second (x, its scale, zero)
 SPEAKER_DIM = 192  # the x-vector every v1 speaker embedding is
@@ -57,6 +63,9 @@ def node_multiply_adds(
         return out * math.prod(inputs[0]) // outputs[0][0]
     if op in MATRIX:
         return out * inputs[0][-1]
+    if op in ATTENTION:  # every query row against every key: Q·Kᵀ over the query's width, then A·V
+        keys = inputs[1][-2] if len(inputs[1]) == 4 else inputs[1][1]
+        return (math.prod(inputs[0]) + out) * keys
     if op in CONV:  # weight [C_out, C_in / groups, *kernel]: each output sums over all but its first axis
         return out * math.prod((weight or inputs[CONV_WEIGHT.get(op, 1)])[1:])
     if op == "ConvTranspose":  # weight [C_in, C_out / groups, *kernel]: each input is spread over the rest
@@ -180,9 +189,10 @@ def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]
     return {stage: sum(n / peaks[precision] for precision, n in by.items()) for stage, by in counts.items()}
 
 
-def measure(artifact_dir: Path, threads: int) -> dict[str, Any]:
-    """Multiply-adds per audio second, the GEMM peaks and the floors, for bench.speed's table."""
-    counts = multiply_adds_per_second(artifact_dir, threads)
+def measure(artifact_dir: Path, threads: int, seconds: float = SECONDS) -> dict[str, Any]:
+    """Multiply-adds per audio second of a `seconds`-long segment, the GEMM peaks and the floors, for
+    bench.speed's table."""
+    counts = multiply_adds_per_second(artifact_dir, threads, seconds)
     # The stages' sessions keep their worker threads spinning for a while after a run; measured at once,
     # the peak shared the cores with them (one run's fp32 peak came out at 37 G/s against 97 G/s in the
     # next process). Let them park first.

@@ -88,7 +88,13 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
             )
         texts[name] = runs
     floor = backend.decode_floor() if backend.name == "ours" else None  # the weights are the same
-    arithmetic = backend.arithmetic_floor() if backend.name == "ours" else None
+    # Counted on as much audio as the streamed text gave (one segment): the flow's attention per audio
+    # second grows with the segment's length.
+    stream_runs = texts.get(args.stream_text) or [{"audio_seconds": 0.0}]
+    segment_seconds = stream_runs[0]["audio_seconds"]
+    arithmetic = (
+        backend.arithmetic_floor(segment_seconds) if backend.name == "ours" and segment_seconds > 0 else None
+    )
     # Streaming last: upstream's LLM thread cannot be stopped once started, so nothing may run after it.
     # Ours streams to the end (its busy stages overlap there); upstream only to its first chunk, as its
     # whole streamed run would take minutes.

@@ -60,12 +60,13 @@ class OursBackend:
 
         return measure(self.artifact_dir, self.threads or available_cpus())
 
-    def arithmetic_floor(self) -> dict[str, Any]:
-        """The flow's and the vocoder's multiply-adds over this CPU's GEMM rates (bench.arithmetic)."""
+    def arithmetic_floor(self, seconds: float) -> dict[str, Any]:
+        """The flow's and the vocoder's multiply-adds on a `seconds`-long segment over this CPU's GEMM
+        rates (bench.arithmetic)."""
         from bench.arithmetic import measure
         from function.cosyvoice.graphs import available_cpus
 
-        return measure(self.artifact_dir, self.threads or available_cpus())
+        return measure(self.artifact_dir, self.threads or available_cpus(), seconds)
 
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine

@@ -29,6 +29,9 @@ from bench.arithmetic import (
         ("Conv", [[1, 4, 12], [8, 2, 3]], [[1, 8, 10]], 80 * 2 * 3),  # two groups
         ("QLinearConv", [[1, 4, 12], [], [], [8, 2, 3], [8], [8], [], []], [[1, 8, 10]], 80 * 2 * 3),
         ("ConvTranspose", [[1, 4, 10], [4, 3, 2]], [[1, 3, 20]], 40 * 3 * 2),
+        # Q·Kᵀ: 5 queries × 7 keys × width 8; A·V: 5 × 7 × value width 6 (key as [B, L, D] or [B, N, L, H])
+        ("MultiHeadAttention", [[1, 5, 8], [1, 7, 8], [1, 7, 6]], [[1, 5, 6]], 5 * 7 * 8 + 5 * 7 * 6),
+        ("MultiHeadAttention", [[1, 5, 8], [1, 2, 7, 4], [1, 2, 7, 3]], [[1, 5, 6]], 5 * 7 * 8 + 5 * 7 * 6),
         ("Add", [[1, 4], [1, 4]], [[1, 4]], 0),
     ],
 )
@@ -67,6 +70,28 @@ def test_an_onnxruntime_profile_is_counted_per_precision(tmp_path: Path) -> None
     events = json.loads(Path(session.end_profiling()).read_text())
     per_run = 8 * 4 * 16 + 6 * 6 * 4 * 3
     assert count_profile(events) == {"fp32": 2 * per_run, "int8": 0}
+
+
+def test_attention_is_counted_from_a_real_profile(tmp_path: Path) -> None:
+    """onnxruntime's fused MultiHeadAttention (what the flow estimator runs) over 6 queries and 6 keys of
+    width 8 in 2 heads: Q·Kᵀ and A·V, 6 × 6 × 8 each, as fp32."""
+    from function.cosyvoice.graphs import session_options
+
+    graph = helper.make_graph(
+        [helper.make_node("MultiHeadAttention", ["q", "k", "v"], ["y"], domain="com.microsoft", num_heads=2)],
+        "attention",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 6, 8]) for name in ("q", "k", "v")],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    )
+    options = session_options(1, prepack=False, profile_prefix=str(tmp_path / "attention"))
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feed = {name: np.ones((1, 6, 8), np.float32) for name in ("q", "k", "v")}
+    session.run(None, feed)
+    events = json.loads(Path(session.end_profiling()).read_text())
+    assert count_profile(events) == {"fp32": 2 * 6 * 6 * 8, "int8": 0}
 
 
 def test_prepacked_convolutions_are_counted_from_the_graphs_weights(tmp_path: Path) -> None:
