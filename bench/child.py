@@ -90,8 +90,8 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
     floor = backend.decode_floor() if backend.name == "ours" else None  # the weights are the same
     # Counted on as much audio as the streamed text gave (one segment): the flow's attention per audio
     # second grows with the segment's length.
-    stream_runs = texts.get(args.stream_text) or [{"audio_seconds": 0.0}]
-    segment_seconds = stream_runs[0]["audio_seconds"]
+    stream_runs = texts.get(args.stream_text, [])
+    segment_seconds = stream_runs[0]["audio_seconds"] if stream_runs else 0.0
     arithmetic = (
         backend.arithmetic_floor(segment_seconds) if backend.name == "ours" and segment_seconds > 0 else None
     )
