@@ -10,8 +10,9 @@ a feed-forward, no macaron half-step, no convolution module.
   upstream does. The LLM's encoders are causal (static_chunk_size 1, a masked softmax); the flow's attends
   everywhere (static_chunk_size 0), so its graph holds no mask at all.
 - A decode step never recomputes linear_pos over the whole context (upstream does, every step): the
-  projected rows P[r] = linear_pos(pe(r)) depend only on the distance r ≥ 0, so they are cached beside
-  K and V (prefill emits r = 0..T−1, `positions` any further block of distances in one matrix product)
+  projected rows P[r] = linear_pos(pe(r)) depend only on the distance r ≥ 0, so they are cached (divided
+  by √d_k) beside K and V (prefill emits r = 0..T−1, `positions` any further block of distances in one
+  matrix product)
   and a step only reads them. The step then costs O(context) like plain attention, and its weights are
   the ones it cannot do without.
 - Folding linear_pos into the query instead (score r = (W_posᵀ q_v)·pe(r), one sinusoid table for every
@@ -35,6 +36,7 @@ import torch
 from torch import nn
 
 from export.config import EncoderConfig
+from export.modules.cached_attention import cached_attention
 
 
 def sinusoid(distance: torch.Tensor, div_term: torch.Tensor) -> torch.Tensor:
@@ -57,18 +59,19 @@ def _rel_shift(x: torch.Tensor, time: int | torch.Tensor) -> torch.Tensor:
 
 
 class StepKeys(NamedTuple):
-    """Where a decode step's cached rows stand, the same for every layer (computed once per step).
+    """Where a decode step stands, the same for every layer (computed once per step).
 
-    `distance` [capacity]: cached key j is at distance t − j from the new position t, which indexes its
-    position row (rows hold distances 0, 1, ...); `unused` [capacity] bool: rows ≥ t hold no key yet."""
+    `past_len`: t, the new position (keys 0..t−1 are cached); `distances` [t + 1]: t, t − 1, …, 0, the
+    distance of each key 0..t from the new position, which indexes its position row (rows hold distances
+    0, 1, ...)."""
 
-    distance: torch.Tensor
-    unused: torch.Tensor
+    past_len: torch.Tensor
+    distances: torch.Tensor
 
     @classmethod
-    def at(cls, past_len: torch.Tensor, capacity: int) -> StepKeys:
-        keys = torch.arange(capacity, dtype=torch.int64)
-        return cls((past_len - keys).clamp(min=0), keys >= past_len)
+    def at(cls, past_len: torch.Tensor) -> StepKeys:
+        # A tensor start keeps the range dynamic in the exported graph.
+        return cls(past_len, torch.arange(past_len, -1, -1, dtype=torch.int64))  # type: ignore[call-overload]
 
 
 class RelPositionAttention(nn.Module):
@@ -126,14 +129,21 @@ class RelPositionAttention(nn.Module):
     def prefill(
         self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`forward`, plus the layer's cache [3, heads, T, d_k] (P rows for r = 0..T−1) for `step`."""
+        """`forward`, plus the layer's cache [3, heads, T, d_k] (`cached_positions` rows for r = 0..T−1)
+        for `step`."""
         out, k, v, p = self._attend(x, pos, allowed)
-        rows = torch.flip(p[:, : x.shape[1]], dims=[1])  # distances 0..T-1
+        rows = torch.flip(p[:, : x.shape[1]], dims=[1]) / math.sqrt(self.d_k)  # distances 0..T-1
         return out, torch.stack([k, v, rows])
 
     def positions(self, pe: torch.Tensor) -> torch.Tensor:
         """The layer's position rows linear_pos(pe(r)) [h, n, d_k] for pe [1, n, size]."""
         return self._heads(self.linear_pos(pe))
+
+    def cached_positions(self, pe: torch.Tensor) -> torch.Tensor:
+        """The rows a decode step reads: `positions` already divided by √d_k, the scores' scale. A step's
+        position scores are then a plain matrix product (onnxruntime's scaled FusedMatMul took twice as
+        long on a decode step's shapes), and for d_k = 64 the division by 8 is exact."""
+        return self.positions(pe) / math.sqrt(self.d_k)
 
     def step(
         self,
@@ -142,31 +152,27 @@ class RelPositionAttention(nn.Module):
         past_key: torch.Tensor,
         past_value: torch.Tensor,
         past_pos: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One new position t = past_len attending to the t cached ones and itself.
 
-        x [1, 1, size]; keys: where each cached row stands (`StepKeys`); past_key/past_value
-        [h, capacity, d_k], rows ≥ t unused (finite); past_pos [h, capacity, d_k], the position rows for
-        distances 0..capacity−1, of which 0..t are read. Returns the output [1, 1, size] and the new rows
-        [2, h, 1, d_k] (key, value).
+        x [1, 1, size]; keys: where the step stands (`StepKeys`); past_key/past_value
+        [1, h, capacity, d_k], rows ≥ t unused; past_pos [h, d_k, capacity], the `cached_positions` rows
+        for distances 0..capacity−1 (distance last), of which 0..t are read. Returns the output
+        [1, 1, size] and the caches with row t set to the new key and value
+        (export.modules.cached_attention).
         """
-        q, k, v = (part.reshape(self.h, 1, self.d_k) for part in self._qkv(x))
-        q_u = q + self.pos_bias_u.unsqueeze(1)
-        q_v = q + self.pos_bias_v.unsqueeze(1)
-        # Content scores: cached keys, then the new key.
-        ac_past = torch.matmul(q_u, past_key.transpose(1, 2))  # [h, 1, capacity]
-        ac_new = torch.matmul(q_u, k.transpose(1, 2))  # [h, 1, 1]
-        # Position scores by distance r (entry r); cached key j takes distance t − j, the new key 0.
-        bd_by_distance = torch.matmul(q_v, past_pos.transpose(1, 2))  # [h, 1, capacity]
-        bd_past = torch.index_select(bd_by_distance, 2, keys.distance)
-        bd_new = bd_by_distance[:, :, :1]
-        past_scores = (ac_past + bd_past) / math.sqrt(self.d_k)
-        past_scores = past_scores.masked_fill(keys.unused, float("-inf"))
-        scores = torch.cat([past_scores, (ac_new + bd_new) / math.sqrt(self.d_k)], 2)
-        weights = torch.softmax(scores, dim=-1)
-        context = torch.matmul(weights[:, :, :-1], past_value) + weights[:, :, -1:] * v  # [h, 1, d_k]
-        out = self.linear_out(context.reshape(1, 1, self.h * self.d_k))
-        return out, torch.stack([k, v])
+        q, k, v = self._qkv(x)
+        size = self.h * self.d_k
+        scale = 1.0 / math.sqrt(self.d_k)
+        q_u = q + self.pos_bias_u.reshape(1, 1, size)
+        q_v = (q + self.pos_bias_v.reshape(1, 1, size)).reshape(self.h, 1, self.d_k)
+        # Position scores by distance r (entry r), then in key order: key j is at distance t − j.
+        by_distance = torch.matmul(q_v, past_pos)  # [h, 1, capacity], scaled with the rows
+        bias = torch.index_select(by_distance, 2, keys.distances).unsqueeze(0)  # [1, h, 1, t + 1]
+        out, present_key, present_value = cached_attention(
+            q_u, k, v, past_key, past_value, keys.past_len, bias, self.h, scale
+        )
+        return self.linear_out(out), present_key, present_value
 
 
 class FeedForward(nn.Module):
@@ -214,9 +220,11 @@ class Block(nn.Module):
         attended, cache = self.self_attn.prefill(self._norm_attn()(x), pos, allowed)
         return self._feed_forward(x + attended), cache
 
-    def step(self, x: torch.Tensor, keys: StepKeys, *past: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        attended, rows = self.self_attn.step(self._norm_attn()(x), keys, *past)
-        return self._feed_forward(x + attended), rows
+    def step(
+        self, x: torch.Tensor, keys: StepKeys, *past: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        attended, present_key, present_value = self.self_attn.step(self._norm_attn()(x), keys, *past)
+        return self._feed_forward(x + attended), present_key, present_value
 
 
 class Embed(nn.Module):
@@ -287,21 +295,22 @@ class Encoder(nn.Module):
         x: torch.Tensor,
         past_len: torch.Tensor,
         past: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
-    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per-layer new rows."""
+    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per layer the
+        (key, value) caches with that position written."""
         x = self.embed(x)
-        keys = StepKeys.at(past_len, past[0][0].shape[1])  # every layer's cache has the same capacity
-        rows = []
+        keys = StepKeys.at(past_len)
+        presents = []
         for block, layer_past in zip(self.blocks, past, strict=True):
-            x, new = block.step(x, keys, *layer_past)
-            rows.append(new)
-        return self.after_norm(x), rows
+            x, present_key, present_value = block.step(x, keys, *layer_past)
+            presents.append((present_key, present_value))
+        return self.after_norm(x), presents
 
     def positions(self, distances: torch.Tensor) -> torch.Tensor:
-        """Every layer's position rows for distances [n] ≥ 0 → [layers, h, n, d_k] (what prefill caches
-        for its prefix, for the distances a decode step will reach)."""
+        """Every layer's cached position rows for distances [n] ≥ 0 → [layers, h, n, d_k] (what prefill
+        caches for its prefix, for the distances a decode step will reach)."""
         pe = sinusoid(distances.to(torch.float32), inverse_frequencies(self.size)).unsqueeze(0)
-        return torch.stack([block.self_attn.positions(pe) for block in self.blocks])
+        return torch.stack([block.self_attn.cached_positions(pe) for block in self.blocks])
 
 
 def check_encoder(config: EncoderConfig, where: str, causal: bool) -> None:

@@ -6,8 +6,9 @@ encoders are export.modules.conformer's, causal (static_chunk_size 1), with its 
 decode step that caches projected position rows beside K and V.
 
 Decode caches are per layer, head-major [heads, capacity, head_dim] buffers of which the first `past_len`
-rows are valid; the step reads them in place and returns only the new rows, which the runtime writes in.
-That keeps every step free of cache copies (a 14-layer cache at 800 positions is ~140 MB).
+rows are valid; the step reads them in place and writes the new key and value rows into them
+(export.modules.cached_attention). That keeps every step free of cache copies (a 14-layer cache at 800
+positions is ~140 MB).
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ class Prefill(nn.Module):
 
 
 class DecodeStep(nn.Module):
-    """Graph llm_decode: one speech token at position past_len → logp and new rows [layers, 2, h, 1, d_k].
+    """Graph llm_decode: one speech token at position past_len → logp and every layer's key and value
+    caches with that position written (present_key_0, present_value_0, present_key_1, ...).
 
-    Inputs after (token, past_len) are past_key_0, past_value_0, past_pos_0, past_key_1, ... .
+    Inputs after (token, past_len) are past_key_0, past_value_0, past_pos_0, past_key_1, ... . The runtime
+    binds each present output to its past input's memory, so the graph updates the caches in place.
     """
 
     def __init__(self, lm: TransformerLM) -> None:
@@ -87,11 +90,11 @@ class DecodeStep(nn.Module):
 
     def forward(
         self, token: torch.Tensor, past_len: torch.Tensor, *past: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, ...]:
         kinds = len(LLM_CACHE_KINDS)
         layers = [tuple(past[i : i + kinds]) for i in range(0, len(past), kinds)]
-        hidden, rows = self.lm.llm.step(self.lm.speech_embedding(token), past_len, layers)  # type: ignore[arg-type]
-        return self.lm.log_probs(hidden), torch.stack(rows)
+        hidden, presents = self.lm.llm.step(self.lm.speech_embedding(token), past_len, layers)  # type: ignore[arg-type]
+        return (self.lm.log_probs(hidden), *(cache for present in presents for cache in present))
 
 
 class Positions(nn.Module):

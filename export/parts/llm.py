@@ -15,6 +15,7 @@ import onnx
 import torch
 
 from export.config import LLMConfig
+from export.modules.cached_attention import CONTRIB_DOMAIN
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
 from export.parts.samples import Samples
 from export.parts.sessions import in_memory_graph
@@ -23,8 +24,8 @@ from function.cosyvoice.contract import (
     LLM_CACHE_KINDS,
     LLM_POSITIONS,
     LLM_PREFILL,
+    LLM_STEP_KINDS,
     OPSET,
-    llm_cache_input,
     llm_decode_spec,
 )
 from function.cosyvoice.llm import LLM
@@ -90,6 +91,9 @@ def _export(
         cast(Any, buffer),
         dynamo=False,
         opset_version=OPSET,
+        custom_opsets={
+            CONTRIB_DOMAIN: 1
+        },  # the decode's GroupQueryAttention (export.modules.cached_attention)
         do_constant_folding=True,
         input_names=inputs,
         output_names=outputs,
@@ -118,16 +122,22 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
     )
     decode_spec = llm_decode_spec(layers)
     capacity, past_len = 16, 11
-    past = tuple(torch.randn(heads, capacity, head_dim) for _ in range(layers * len(LLM_CACHE_KINDS)))
+    past = tuple(
+        torch.randn(1, heads, capacity, head_dim)
+        if kind in LLM_STEP_KINDS
+        else torch.randn(heads, head_dim, capacity)
+        for _ in range(layers)
+        for kind in LLM_CACHE_KINDS
+    )
     decode = _export(
         DecodeStep(module),
         (torch.tensor([[9]]), torch.tensor(past_len), *past),
         decode_spec.input_names,
         decode_spec.output_names,
         {
-            llm_cache_input(kind, layer): {1: "capacity"}
-            for layer in range(layers)
-            for kind in LLM_CACHE_KINDS
+            spec.name: {spec.shape.index("capacity"): "capacity"}
+            for spec in (*decode_spec.inputs, *decode_spec.outputs)
+            if "capacity" in spec.shape
         },
     )
     positions = _export(

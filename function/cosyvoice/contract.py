@@ -69,10 +69,11 @@ def _t(name: str, dtype: str, *shape: int | str) -> TensorSpec:
 
 # --- LLM (TransformerLM): prefill over the whole prefix, then one speech token per decode step --------
 # The decode step reads per-layer cache buffers in place (head-major, `capacity` rows of which the first
-# `past_len` are valid) and returns only the new rows; the runtime writes them into its buffers. Per-layer
-# inputs are what makes this copy-free: slicing one stacked cache inside a graph copies it every step.
-# Cache kinds per layer: key, value, and the layer's linear_pos(pe(r)) rows for distances r = 0, 1, ...
-# Prefill returns all three for its prefix; a decode step returns only the new key and value rows
+# `past_len` are valid) and writes the new key and value rows into them: each present_* output is bound to
+# its past_* input's memory (onnxruntime's GroupQueryAttention then shares the buffer). Per-layer inputs
+# are what makes this copy-free: slicing one stacked cache inside a graph copies it every step.
+# Cache kinds per layer: key, value, and the layer's linear_pos(pe(r))/√d_k rows for distances r = 0, 1, ...
+# Prefill returns all three for its prefix; a decode step writes only the key and value rows
 # (LLM_STEP_KINDS). Position rows depend on nothing but the distance, so llm_positions computes them
 # ahead of the steps, a block of distances in one matrix product, instead of one GEMV per layer per step.
 LLM_CACHE_KINDS = ("key", "value", "pos")
@@ -81,6 +82,11 @@ LLM_STEP_KINDS = LLM_CACHE_KINDS[:2]
 
 def llm_cache_input(kind: str, layer: int) -> str:
     return f"past_{kind}_{layer}"
+
+
+def llm_cache_output(kind: str, layer: int) -> str:
+    """The decode output that is `kind`'s cache of `layer` after the step (LLM_STEP_KINDS only)."""
+    return f"present_{kind}_{layer}"
 
 
 LLM_PREFILL = GraphSpec(
@@ -102,27 +108,33 @@ LLM_POSITIONS = GraphSpec(
     name="llm_positions",
     role="llm",
     inputs=(_t("distances", "int64", "count"),),  # r ≥ 0
-    outputs=(_t("rows", "float32", "layers", "heads", "count", "head_dim"),),  # linear_pos(pe(r)) per layer
+    outputs=(_t("rows", "float32", "layers", "heads", "count", "head_dim"),),  # linear_pos(pe(r))/√d_k
 )
 
 
 def llm_decode_spec(layers: int) -> GraphSpec:
     """The decode graph of an LLM with `layers` decoder blocks (the released model has 14).
 
-    A step at position t reads past_pos rows for distances 0..t: the runtime fills them ahead."""
-    cache = tuple(
-        _t(llm_cache_input(kind, layer), "float32", "heads", "capacity", "head_dim")
-        for layer in range(layers)
-        for kind in LLM_CACHE_KINDS
+    A step at position t reads past_pos rows for distances 0..t: the runtime fills them ahead. Key and
+    value caches carry a leading batch axis of 1 (GroupQueryAttention's layout); position rows come
+    distance last, so a head's position scores are one matrix-vector product without a transpose."""
+
+    def cache(kind: str, name: str) -> TensorSpec:
+        if kind in LLM_STEP_KINDS:
+            return _t(name, "float32", 1, "heads", "capacity", "head_dim")
+        return _t(name, "float32", "heads", "head_dim", "capacity")
+
+    inputs = tuple(
+        cache(kind, llm_cache_input(kind, layer)) for layer in range(layers) for kind in LLM_CACHE_KINDS
+    )
+    presents = tuple(
+        cache(kind, llm_cache_output(kind, layer)) for layer in range(layers) for kind in LLM_STEP_KINDS
     )
     return GraphSpec(
         name="llm_decode",
         role="llm",
-        inputs=(_t("token", "int64", 1, 1), _t("past_len", "int64"), *cache),
-        outputs=(
-            _t("logp", "float32", 1, "speech_vocab"),
-            _t("new_rows", "float32", "layers", 2, "heads", 1, "head_dim"),  # row past_len: LLM_STEP_KINDS
-        ),
+        inputs=(_t("token", "int64", 1, 1), _t("past_len", "int64"), *inputs),
+        outputs=(_t("logp", "float32", 1, "speech_vocab"), *presents),
     )
 
 

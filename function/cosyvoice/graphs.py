@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -140,11 +140,52 @@ class Graph:
         return cls(session, spec or GRAPHS[name], [value for _, value in views])
 
     def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
-        missing = set(self.spec.input_names) - set(inputs)
-        if missing:
-            raise TypeError(f"{self.spec.name}: missing inputs {sorted(missing)}")
+        self._check_inputs(inputs)
         outputs = self.session.run(self.spec.output_names, inputs, RUN_OPTIONS)
         return dict(zip(self.spec.output_names, outputs, strict=True))
 
+    def bind(self, into: Mapping[str, np.ndarray], **inputs: np.ndarray) -> BoundRun:
+        """A run over these arrays' own memory, repeatable (`BoundRun`): every output is written into its
+        array in `into`, so one that is also an input is updated where it lies."""
+        self._check_inputs(inputs)
+        missing = set(self.spec.output_names) - set(into)
+        if missing:
+            raise TypeError(f"{self.spec.name}: no arrays for outputs {sorted(missing)}")
+        return BoundRun(self, inputs, into)
 
-__all__ = ["Graph", "available_cpus", "session_options"]
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> None:
+        missing = set(self.spec.input_names) - set(inputs)
+        if missing:
+            raise TypeError(f"{self.spec.name}: missing inputs {sorted(missing)}")
+
+
+class BoundRun:
+    """One graph's inputs and outputs bound to fixed arrays, run again and again without binding anew.
+
+    Each run reads the input arrays as they are then and writes every output into its array, so a caller
+    changes an input by writing into it and reads the outputs where they were bound. A decode step saves
+    ~0.8 ms this way (40-odd inputs and 29 outputs bound, and the outputs fetched, per run otherwise)."""
+
+    def __init__(
+        self, graph: Graph, inputs: Mapping[str, np.ndarray], into: Mapping[str, np.ndarray]
+    ) -> None:
+        self._session = graph.session
+        self._arrays = [*inputs.values(), *into.values()]  # the session reads and writes their memory
+        self._binding = graph.session.io_binding()
+        for name, array in inputs.items():
+            _bind(self._binding.bind_input, name, array, graph.spec.name)
+        for name, array in into.items():
+            _bind(self._binding.bind_output, name, array, graph.spec.name)
+
+    def run(self) -> None:
+        self._session.run_with_iobinding(self._binding, RUN_OPTIONS)
+
+
+def _bind(bind: Callable[..., None], name: str, array: np.ndarray, graph: str) -> None:
+    """Bind `array`'s own memory (no copy) to a graph input or output."""
+    if not array.flags.c_contiguous:
+        raise ValueError(f"{graph}: {name} can only be bound to a C-contiguous array")
+    bind(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
+
+
+__all__ = ["BoundRun", "Graph", "available_cpus", "session_options"]

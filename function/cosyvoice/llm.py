@@ -1,11 +1,13 @@
 """The speech-token LLM at run time: prefill once, then one decode step per token, streamed out.
 
-The decode graph reads per-layer cache buffers in place and returns only the new key and value rows
-(see function/cosyvoice/contract.py). `DecoderCache` owns those buffers: one array [layers, 3, heads,
-capacity, head_dim] whose [layer, kind] slices are contiguous, so onnxruntime reads them without a copy; the
-capacity grows by `CACHE_BLOCK` positions, so attention over unused rows stays bounded and reallocation is
-rare. Each block's position rows come from the llm_positions graph when the block is added: one matrix product
-per block instead of a matrix-vector product per layer in every step.
+The decode graph reads per-layer cache buffers in place and writes each step's key and value rows into
+them (see function/cosyvoice/contract.py). `DecoderCache` owns those buffers and binds them to the decode
+graph once (`BoundRun`), so a step binds nothing and copies no cache: keys and values in one array
+[layers, 2, 1, heads, capacity, head_dim], position rows in another, [layers, heads, head_dim, capacity]
+(distance last, so a step's position scores are a plain matrix-vector product per head). The capacity
+grows by `CACHE_BLOCK` positions, so reallocation is rare; each block's position rows come from the
+llm_positions graph when the block is added: one matrix product per block instead of a matrix-vector
+product per layer in every step.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from function.cosyvoice.contract import (
     LLM_PREFILL,
     LLM_STEP_KINDS,
     llm_cache_input,
+    llm_cache_output,
     llm_decode_spec,
 )
-from function.cosyvoice.graphs import Graph, available_cpus
+from function.cosyvoice.graphs import BoundRun, Graph, available_cpus
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import sample_next
 
@@ -45,53 +48,84 @@ def decode_threads(cpus: int) -> int:
 
 
 _POS = LLM_CACHE_KINDS.index("pos")
-_STEP = len(LLM_STEP_KINDS)  # the kinds a step returns come first
+_STEP = len(LLM_STEP_KINDS)  # the kinds a step writes come first
 
 
 class DecoderCache:
-    """The decode graph's past K / V / position rows: K and V filled by prefill and one row per step,
-    position rows by prefill and then `positions` for each new block of distances, ahead of the steps.
+    """The decode graph's past K / V / position rows: K and V filled by prefill and then by each step (the
+    graph writes its row in place), position rows by prefill and then `positions` for each new block of
+    distances, ahead of the steps.
 
     Invariant: capacity > length, and position rows are there for every distance below capacity, so the
     step at position `length` finds the rows for distances 0..length it reads."""
 
-    def __init__(self, prefill_cache: np.ndarray, positions: Callable[[np.ndarray], np.ndarray]) -> None:
+    def __init__(
+        self, prefill_cache: np.ndarray, positions: Callable[[np.ndarray], np.ndarray], vocab: int
+    ) -> None:
         layers, kinds, heads, length, head_dim = prefill_cache.shape
         if kinds != len(LLM_CACHE_KINDS):
             raise ArtifactError(f"llm_prefill cache has {kinds} kinds, expected {len(LLM_CACHE_KINDS)}")
-        self.length = length
         self._positions = positions
-        self._buffers = np.zeros((layers, kinds, heads, _round_up(length + 1), head_dim), dtype=np.float32)
-        self._buffers[:, :, :, :length] = prefill_cache
+        capacity = _round_up(length + 1)
+        self._keys_values = np.zeros((layers, _STEP, 1, heads, capacity, head_dim), dtype=np.float32)
+        self._keys_values[:, :, 0, :, :length] = prefill_cache[:, :_STEP]
+        self._position_rows = np.zeros((layers, heads, head_dim, capacity), dtype=np.float32)
+        self._position_rows[..., :length] = prefill_cache[:, _POS].transpose(0, 1, 3, 2)
         self._fill_positions(length)
+        self.token = np.zeros((1, 1), dtype=np.int64)  # the next step's input: write it here
+        self.logp = np.zeros((1, vocab), dtype=np.float32)  # the last step's output
+        self._past_len = np.array(length, dtype=np.int64)
+        self._bound: BoundRun | None = None
+
+    @property
+    def length(self) -> int:
+        return int(self._past_len)
 
     @property
     def capacity(self) -> int:
-        return self._buffers.shape[3]
+        return self._position_rows.shape[3]
 
     def _fill_positions(self, start: int) -> None:
-        """Position rows for distances start..capacity−1: [layers, heads, n, head_dim] from the graph."""
-        self._buffers[:, _POS, :, start:] = self._positions(np.arange(start, self.capacity, dtype=np.int64))
+        """Position rows for distances start..capacity−1, from the graph's [layers, heads, n, head_dim]."""
+        rows = self._positions(np.arange(start, self.capacity, dtype=np.int64))
+        self._position_rows[..., start:] = rows.transpose(0, 1, 3, 2)
 
     def feeds(self) -> dict[str, np.ndarray]:
-        layers = self._buffers.shape[0]
-        feeds = {"past_len": np.array(self.length, dtype=np.int64)}
-        for layer in range(layers):
-            for index, kind in enumerate(LLM_CACHE_KINDS):
-                feeds[llm_cache_input(kind, layer)] = self._buffers[layer, index]
+        """The decode graph's inputs: views of the buffers, and the arrays holding token and past_len."""
+        feeds = {"token": self.token, "past_len": self._past_len}
+        for layer in range(self._position_rows.shape[0]):
+            for index, kind in enumerate(LLM_STEP_KINDS):
+                feeds[llm_cache_input(kind, layer)] = self._keys_values[layer, index]
+            feeds[llm_cache_input("pos", layer)] = self._position_rows[layer]
         return feeds
 
-    def append(self, rows: np.ndarray) -> None:
-        """rows [layers, 2, heads, 1, head_dim] (key, value) become position `length`."""
-        self._buffers[:, :_STEP, :, self.length] = rows[:, :, :, 0]
-        self.length += 1
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Where the decode graph writes: `logp`, and the step's key and value rows into their buffers."""
+        presents = {
+            llm_cache_output(kind, layer): self._keys_values[layer, index]
+            for layer in range(self._keys_values.shape[0])
+            for index, kind in enumerate(LLM_STEP_KINDS)
+        }
+        return {"logp": self.logp, **presents}
+
+    def bound_to(self, decode: Graph) -> BoundRun:
+        """`decode` bound to this cache's arrays, until they are reallocated."""
+        if self._bound is None:
+            self._bound = decode.bind(self.outputs(), **self.feeds())
+        return self._bound
+
+    def advance(self) -> None:
+        """A step has written its key and value rows at position `length`: they are now cached."""
+        self._past_len[...] = self.length + 1
         if self.length == self.capacity:
-            filled = self.capacity
-            grown = np.zeros(
-                self._buffers.shape[:3] + (filled + CACHE_BLOCK,) + self._buffers.shape[4:], dtype=np.float32
+            filled, grown = self.capacity, self.capacity + CACHE_BLOCK
+            keys_values = np.zeros(
+                self._keys_values.shape[:4] + (grown,) + self._keys_values.shape[5:], np.float32
             )
-            grown[:, :, :, :filled] = self._buffers
-            self._buffers = grown
+            keys_values[:, :, :, :, :filled] = self._keys_values
+            position_rows = np.zeros(self._position_rows.shape[:3] + (grown,), dtype=np.float32)
+            position_rows[..., :filled] = self._position_rows
+            self._keys_values, self._position_rows, self._bound = keys_values, position_rows, None
             self._fill_positions(filled)
 
 
@@ -129,16 +163,18 @@ class LLM:
             ),
             prompt_speech_tokens=np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(1, -1),
         )
-        return out["logp"][0], DecoderCache(out["cache"], self._position_rows)
+        logp = out["logp"]
+        return logp[0], DecoderCache(out["cache"], self._position_rows, logp.shape[1])
 
     def _position_rows(self, distances: np.ndarray) -> np.ndarray:
         return self.positions.run(distances=distances)["rows"]
 
     def step(self, token: int, cache: DecoderCache) -> np.ndarray:
         """Feed `token` at position cache.length; returns the next log-probabilities [vocab]."""
-        out = self.decode.run(token=np.array([[token]], dtype=np.int64), **cache.feeds())
-        cache.append(out["new_rows"])
-        return out["logp"][0]
+        cache.token[0, 0] = token
+        cache.bound_to(self.decode).run()
+        cache.advance()
+        return cache.logp[0].copy()  # the next step overwrites cache.logp
 
     def length_limits(self, text_len: int, prompt_text_len: int, prompt_speech_len: int) -> tuple[int, int]:
         """(min, max) speech tokens for `text_len` text tokens after a prompt, as v1's CosyVoiceModel runs

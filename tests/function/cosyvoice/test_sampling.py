@@ -101,16 +101,28 @@ class FakePrefill:
 
 
 class FakeDecode:
-    """EOS is the most likely token from the start; other tokens share the rest."""
+    """EOS is the most likely token from the start; other tokens share the rest. Bound like onnxruntime's
+    decode: each run reads the bound inputs as they are and writes into the bound outputs."""
 
     def __init__(self, logp: np.ndarray) -> None:
         self.logp = logp
         self.past_lens: list[int] = []
 
-    def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
-        self.past_lens.append(int(inputs["past_len"]))
-        assert inputs["past_key_0"].flags.c_contiguous
-        return {"logp": self.logp[None], "new_rows": np.ones((LAYERS, 2, HEADS, 1, HEAD_DIM), np.float32)}
+    def bind(self, into: dict[str, np.ndarray], **inputs: np.ndarray) -> FakeDecode.Run:
+        assert all(array.flags.c_contiguous for array in (*inputs.values(), *into.values()))
+        return FakeDecode.Run(self, inputs, into)
+
+    class Run:
+        def __init__(self, decode: FakeDecode, inputs: dict[str, np.ndarray], into: dict[str, np.ndarray]):
+            self.decode, self.inputs, self.into = decode, inputs, into
+
+        def run(self) -> None:
+            position = int(self.inputs["past_len"])
+            self.decode.past_lens.append(position)
+            self.into["logp"][...] = self.decode.logp
+            for name, cache in self.into.items():
+                if name.startswith("present_"):
+                    cache[:, :, position] = int(self.inputs["token"][0, 0])
 
 
 class FakePositions:
@@ -200,27 +212,54 @@ class DistancePositions:
         return rows.astype(np.float32)
 
 
-def test_decoder_cache_appends_rows_and_grows() -> None:
+def test_decoder_cache_binds_its_buffers_and_grows() -> None:
     prefill = np.arange(LAYERS * 3 * HEADS * 5 * HEAD_DIM, dtype=np.float32).reshape(
         LAYERS, 3, HEADS, 5, HEAD_DIM
     )
     positions = DistancePositions()
-    cache = DecoderCache(prefill, positions)
+    cache = DecoderCache(prefill, positions, vocab=EOS + 1)
     assert cache.capacity == CACHE_BLOCK
     assert positions.asked == [list(range(5, CACHE_BLOCK))]  # the prefix's own rows came with prefill
+    first = cache.feeds()
     for step in range(CACHE_BLOCK):
-        cache.append(np.full((LAYERS, 2, HEADS, 1, HEAD_DIM), step, np.float32))
+        cache.token[0, 0] = step
+        outputs = cache.outputs()
+        assert int(cache.feeds()["past_len"]) == cache.length
+        for name, rows in outputs.items():  # what the decode graph writes
+            if name.startswith("present_"):
+                rows[:, :, cache.length] = step
+        cache.advance()
         assert cache.capacity > cache.length  # the next step finds its position rows
     assert cache.length == 5 + CACHE_BLOCK and cache.capacity == 2 * CACHE_BLOCK
     assert positions.asked[1:] == [list(range(CACHE_BLOCK, 2 * CACHE_BLOCK))]  # one block, when it was added
     feeds = cache.feeds()
-    assert int(feeds["past_len"]) == cache.length
-    np.testing.assert_array_equal(feeds["past_value_1"][:, :5], prefill[1, 1])
-    np.testing.assert_array_equal(feeds["past_pos_0"][:, :5], prefill[0, 2])
-    assert (feeds["past_key_0"][:, 5 + 7] == 7).all() and (feeds["past_key_0"][:, cache.length :] == 0).all()
-    assert (feeds["past_pos_1"][:, 5 + 7] == 5 + 7).all()
-    assert (feeds["past_pos_1"][:, -1] == cache.capacity - 1).all()
+    assert feeds["past_key_0"].shape == (1, HEADS, cache.capacity, HEAD_DIM)
+    assert feeds["past_pos_0"].shape == (HEADS, HEAD_DIM, cache.capacity)  # distance last
+    assert int(feeds["past_len"]) == cache.length and feeds["past_len"] is first["past_len"]  # read in place
+    np.testing.assert_array_equal(feeds["past_value_1"][0, :, :5], prefill[1, 1])
+    np.testing.assert_array_equal(feeds["past_pos_0"][:, :, :5], prefill[0, 2].transpose(0, 2, 1))
+    assert (feeds["past_key_0"][0, :, 5 + 7] == 7).all() and (
+        feeds["past_key_0"][0, :, cache.length :] == 0
+    ).all()
+    assert (feeds["past_pos_1"][:, :, 5 + 7] == 5 + 7).all()
+    assert (feeds["past_pos_1"][:, :, -1] == cache.capacity - 1).all()
     assert all(value.flags.c_contiguous for value in feeds.values())
+    # The outputs are the key and value buffers themselves, so the graph writes where the next step reads.
+    assert np.shares_memory(cache.outputs()["present_value_1"], feeds["past_value_1"])
+
+
+def test_a_step_rebinds_after_the_cache_grows() -> None:
+    llm, _, decode = fake_llm(eos_prob=0.0)
+    text = np.zeros(CACHE_BLOCK - 7, dtype=np.int64)  # + speaker, sos, task id: 4 positions short of a block
+    _, cache = llm.start(text, np.zeros((1, 192), np.float32), np.zeros(0, dtype=np.int64))
+    assert cache.capacity == CACHE_BLOCK
+    for token in range(1, 9):
+        llm.step(token, cache)
+    assert cache.capacity == 2 * CACHE_BLOCK
+    start = cache.length - 8
+    assert decode.past_lens == list(range(start, start + 8))
+    written = cache.feeds()["past_key_0"][0, 0, start : start + 8, 0]  # each step's row, across the growth
+    assert written.tolist() == list(range(1, 9))
 
 
 @pytest.mark.parametrize("shape", [(192,), (1, 192), (0, 192)])
