@@ -1,6 +1,6 @@
 """One decode step's attention over a key/value cache that the graph updates in place.
 
-`cached_attention` computes, for a single new position t, softmax(scale · q·Kᵀ + bias)·V over the t cached
+`CachedAttention` computes, for a single new position t, softmax(scale · q·Kᵀ + bias)·V over the t cached
 keys and values plus the new ones, and returns the caches with row t written. In torch it is plain
 arithmetic (what the export's own tests check against upstream); in the ONNX graph it is one node,
 onnxruntime's `com.microsoft.GroupQueryAttention` (as many key/value heads as query heads). That node
@@ -22,7 +22,13 @@ import torch
 CONTRIB_DOMAIN = "com.microsoft"  # onnxruntime's contrib operators
 
 
-class _CachedAttention(torch.autograd.Function):
+class CachedAttention(torch.autograd.Function):
+    """`CachedAttention.apply(query, key, value, past_key, past_value, past_len, bias, heads, scale)`:
+    query/key/value [1, 1, heads·d] of the new position t = past_len; past_key/past_value
+    [1, heads, capacity, d] with rows < t valid (capacity > t); bias [1, heads, 1, t + 1], added to the
+    scaled scores of keys 0..t → (output [1, 1, heads·d], present_key, present_value: the caches with row t
+    set to the new key and value)."""
+
     @staticmethod
     def forward(  # type: ignore[override]
         ctx: Any,
@@ -42,7 +48,8 @@ class _CachedAttention(torch.autograd.Function):
         present_value = past_value.index_copy(2, row, value.reshape(1, heads, 1, head_dim))
         used = torch.arange(capacity) <= past_len  # rows 0..t
         q = query.reshape(heads, 1, head_dim)
-        scores = torch.matmul(q, present_key[0].transpose(1, 2)) * scale + _spread(bias[0], used)
+        padded = torch.nn.functional.pad(bias[0], (0, capacity - bias.shape[3]))  # zeros past row t
+        scores = torch.matmul(q, present_key[0].transpose(1, 2)) * scale + padded
         weights = torch.softmax(scores.masked_fill(~used, float("-inf")), dim=-1)
         out = torch.matmul(weights, present_value[0]).reshape(1, 1, heads * head_dim)
         return out, present_key, present_value
@@ -82,30 +89,4 @@ class _CachedAttention(torch.autograd.Function):
         return out, present_key, present_value
 
 
-def _spread(bias: torch.Tensor, used: torch.Tensor) -> torch.Tensor:
-    """bias [h, 1, t + 1] laid over the capacity's columns [h, 1, capacity] (zeros past row t)."""
-    spread = torch.zeros(bias.shape[:2] + used.shape, dtype=bias.dtype)
-    spread[:, :, : bias.shape[2]] = bias
-    return spread
-
-
-def cached_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    past_key: torch.Tensor,
-    past_value: torch.Tensor,
-    past_len: torch.Tensor,
-    bias: torch.Tensor,
-    heads: int,
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """query/key/value [1, 1, heads·d] of the new position t = past_len; past_key/past_value
-    [1, heads, capacity, d] with rows < t valid (capacity > t); bias [1, heads, 1, t + 1], added to the
-    scaled scores of keys 0..t → (output [1, 1, heads·d], present_key, present_value: the caches with row t
-    set to the new key and value)."""
-    result = _CachedAttention.apply(query, key, value, past_key, past_value, past_len, bias, heads, scale)
-    return result  # type: ignore[no-any-return]
-
-
-__all__ = ["CONTRIB_DOMAIN", "cached_attention"]
+__all__ = ["CONTRIB_DOMAIN", "CachedAttention"]

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from export.config import EncoderConfig
-from export.modules.cached_attention import cached_attention
+from export.modules.cached_attention import CachedAttention
 
 
 def sinusoid(distance: torch.Tensor, div_term: torch.Tensor) -> torch.Tensor:
@@ -169,7 +169,7 @@ class RelPositionAttention(nn.Module):
         # Position scores by distance r (entry r), then in key order: key j is at distance t − j.
         by_distance = torch.matmul(q_v, past_pos)  # [h, 1, capacity], scaled with the rows
         bias = torch.index_select(by_distance, 2, keys.distances).unsqueeze(0)  # [1, h, 1, t + 1]
-        out, present_key, present_value = cached_attention(
+        out, present_key, present_value = CachedAttention.apply(
             q_u, k, v, past_key, past_value, keys.past_len, bias, self.h, scale
         )
         return self.linear_out(out), present_key, present_value

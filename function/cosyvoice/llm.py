@@ -118,15 +118,20 @@ class DecoderCache:
         """A step has written its key and value rows at position `length`: they are now cached."""
         self._past_len[...] = self.length + 1
         if self.length == self.capacity:
-            filled, grown = self.capacity, self.capacity + CACHE_BLOCK
-            keys_values = np.zeros(
-                self._keys_values.shape[:4] + (grown,) + self._keys_values.shape[5:], np.float32
-            )
-            keys_values[:, :, :, :, :filled] = self._keys_values
-            position_rows = np.zeros(self._position_rows.shape[:3] + (grown,), dtype=np.float32)
-            position_rows[..., :filled] = self._position_rows
-            self._keys_values, self._position_rows, self._bound = keys_values, position_rows, None
+            filled = self.capacity
+            self._keys_values = _extended(self._keys_values, axis=4)
+            self._position_rows = _extended(self._position_rows, axis=3)
+            self._bound = None  # bound to the old arrays
             self._fill_positions(filled)
+
+
+def _extended(buffer: np.ndarray, axis: int) -> np.ndarray:
+    """`buffer` with CACHE_BLOCK more zero positions along `axis` (its capacity axis)."""
+    shape = list(buffer.shape)
+    shape[axis] += CACHE_BLOCK
+    grown = np.zeros(shape, dtype=buffer.dtype)
+    grown[(slice(None),) * axis + (slice(0, buffer.shape[axis]),)] = buffer
+    return grown
 
 
 def _round_up(length: int) -> int:
