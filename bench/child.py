@@ -101,19 +101,23 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
     times.reset()
     start = time.monotonic()
     chunks = backend.stream(workload["texts"][args.stream_text], True)
-    samples = next(chunks).size
-    first_chunk = time.monotonic() - start
+    sizes = [int(next(chunks).size)]
+    arrivals = [time.monotonic() - start]
     streamed = None
     if backend.name == "ours":
-        samples += sum(chunk.size for chunk in chunks)
+        for chunk in chunks:  # when each chunk arrives and what it holds: when a listener would wait
+            arrivals.append(time.monotonic() - start)
+            sizes.append(int(chunk.size))
         streamed = {
             "wall": time.monotonic() - start,
-            "audio_seconds": samples / backend.sample_rate,
+            "audio_seconds": sum(sizes) / backend.sample_rate,
             "stages": dict(times.seconds),
+            "arrivals": arrivals,
+            "durations": [n / backend.sample_rate for n in sizes],
         }
     return {
         "texts": texts,
-        "first_chunk": {args.stream_text: first_chunk},
+        "first_chunk": {args.stream_text: arrivals[0]},
         "streamed": {args.stream_text: streamed},
         "floor": floor,
         "arithmetic": arithmetic,

@@ -10,6 +10,11 @@ reports.
 The step's bytes are those of the weight inputs of its matrix products (MatMul, Gemm, MatMulNBits,
 quantised MatMuls), read from the graph and the manifest. Embedding tables are left out: a step gathers
 one row of them.
+
+A step at t cached positions also reads the cache: every layer's keys, values and position rows for those
+t positions (`cache_bytes_per_position`). At the same measured bandwidth that gives a second floor, of
+weights and cache, which grows with the context; the weight floor alone is the one a step cannot go below
+at any length.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.contract import LLM_CACHE_KINDS, llm_cache_input
 from function.cosyvoice.graphs import session_options
 
 MATRIX_OPS = {"MatMul", "Gemm", "FusedMatMul", "MatMulNBits", "MatMulInteger", "DynamicQuantizeMatMul"}
@@ -40,6 +46,24 @@ def decode_weight_bytes(artifact_dir: Path, graph: str = "llm_decode") -> int:
     sizes = {**inline, **external}
     used = {name for node in model.graph.node if node.op_type in MATRIX_OPS for name in node.input}
     return sum(size for name, size in sizes.items() if name in used)
+
+
+def cache_bytes_per_position(artifact_dir: Path, graph: str = "llm_decode") -> int:
+    """Bytes a decode step reads per cached position: each layer's key, value and position row (the
+    cache inputs' fixed dimensions, times their element size)."""
+    artifact = Artifact.open(artifact_dir)
+    model = onnx.load_from_string(bytes(artifact.file(artifact.graph(graph).file)))
+    cache_names = {
+        llm_cache_input(kind, layer) for kind in LLM_CACHE_KINDS for layer in range(len(model.graph.input))
+    }
+    total = 0
+    for value in model.graph.input:
+        if value.name in cache_names:
+            tensor = value.type.tensor_type
+            fixed = [dim.dim_value for dim in tensor.shape.dim if dim.HasField("dim_value")]
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)).itemsize
+            total += int(np.prod(fixed)) * itemsize
+    return total
 
 
 def _inline_bytes(tensor: onnx.TensorProto) -> int:
@@ -83,10 +107,28 @@ def floor_seconds(n_bytes: int, threads: int, runs: int = 20) -> float:
 
 
 def measure(artifact_dir: Path, threads: int) -> dict[str, float]:
-    """{"bytes", "ms", "gb_per_s"} of the decode step's floor for this artifact."""
+    """{"bytes", "ms", "gb_per_s", "cache_bytes_per_position"} of the decode step's floor for this
+    artifact."""
     n_bytes = decode_weight_bytes(artifact_dir)
     seconds = floor_seconds(n_bytes, threads)
-    return {"bytes": n_bytes, "ms": 1000 * seconds, "gb_per_s": n_bytes / seconds / 1e9}
+    return {
+        "bytes": n_bytes,
+        "ms": 1000 * seconds,
+        "gb_per_s": n_bytes / seconds / 1e9,
+        "cache_bytes_per_position": cache_bytes_per_position(artifact_dir),
+    }
 
 
-__all__ = ["decode_weight_bytes", "floor_seconds", "gemv_chain", "measure"]
+def with_cache_ms(floor: dict[str, float], positions: int) -> float:
+    """The floor of a step at `positions` cached positions: weights and cache at the measured bandwidth."""
+    return floor["ms"] * (floor["bytes"] + positions * floor["cache_bytes_per_position"]) / floor["bytes"]
+
+
+__all__ = [
+    "cache_bytes_per_position",
+    "decode_weight_bytes",
+    "floor_seconds",
+    "gemv_chain",
+    "measure",
+    "with_cache_ms",
+]

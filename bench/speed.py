@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench import cost
+from bench.chunks import playback
 from bench.config import BenchConfig
+from bench.floor import with_cache_ms
 from bench.stages import CONTEXTS
 from bench.tables import Table, median, plain, ratio, seconds
 from bench.workload import SPEECH_TOKENS_PER_TEXT_TOKEN
@@ -121,6 +123,15 @@ def table(
             {n: _over_floor(_step_ms(all_runs[n], context), d) for n, d in results.items()},
             _times,
         )
+    for context in (CONTEXTS[0], CONTEXTS[-1]):
+        add(
+            f"… LLM ms/token at {context} ÷ floor with the cache it reads",
+            {
+                n: _over(_step_ms(all_runs[n], context), _cache_floor_ms(d, context))
+                for n, d in results.items()
+            },
+            _times,
+        )
     # The stages on the streamed text's utterance, the one every variant runs and the floors are counted on.
     timed = {name: _runs(data, STREAM_TEXT) for name, data in results.items()}
     for stage in ("llm", "flow", "vocoder"):
@@ -142,13 +153,24 @@ def table(
         _times,
     )
     add(
+        "… playback stalls after the first chunk, s",
+        {
+            n: playback(r["arrivals"], r["durations"]).waited if r and "arrivals" in r else None
+            for n, r in streamed.items()
+        },
+        plain,
+    )
+    add(
         f"first streamed chunk ({STREAM_TEXT})",
         {n: d["first_chunk"][STREAM_TEXT] for n, d in results.items()},
         seconds,
     )
     result.notes.append(
         "floor: a prepacked fp32 GEMV chain over as many bytes as one decode step's weights, same threads,"
-        f" same run (bench/floor.py); stage rows: {STREAM_TEXT}, one segment; arithmetic floor: the stage's"
+        " same run (bench/floor.py); with the cache: weights plus the keys, values and position rows a step"
+        " at that context reads, at the bandwidth the chain measured; stalls: the seconds a listener who"
+        " starts playing at the first chunk waits for later ones (bench/chunks.py);"
+        f" stage rows: {STREAM_TEXT}, one segment; arithmetic floor: the stage's"
         " matrix-product, convolution and attention multiply-adds per audio second on a segment as long,"
         " counted from a profiled run of its graphs, over this CPU's prepacked GEMM rate at each product's"
         " precision (fp32, or int8 for quantised products), same threads, same run (bench/arithmetic.py);"
@@ -173,6 +195,11 @@ def table(
 def _floor_ms(data: dict[str, Any]) -> float | None:
     floor = data.get("floor")
     return floor["ms"] if floor else None
+
+
+def _cache_floor_ms(data: dict[str, Any], positions: int) -> float | None:
+    floor = data.get("floor")
+    return with_cache_ms(floor, positions) if floor and "cache_bytes_per_position" in floor else None
 
 
 def _over_floor(step_ms: float | None, data: dict[str, Any]) -> float | None:

@@ -215,18 +215,29 @@ def test_speed_table_puts_decode_beside_its_floor_and_shows_the_overlap() -> Non
     from bench.speed import table
 
     run = {"wall": 5.0, "audio_seconds": 10.0, "stages": {"llm": 3.0, "flow": 2.0}, "step_ms": {"64": 9.0}}
-    streamed = {"wall": 4.0, "audio_seconds": 10.0, "stages": {"llm": 3.0, "flow": 2.0, "vocoder": 1.0}}
+    streamed = {
+        "wall": 4.0,
+        "audio_seconds": 10.0,
+        "stages": {"llm": 3.0, "flow": 2.0, "vocoder": 1.0},
+        # The second chunk is due at 0.7 s and comes at 1.5 s; the third is then due at 9.5 s.
+        "arrivals": [0.5, 1.5, 4.0],
+        "durations": [0.2, 8.0, 1.8],
+    }
+    # 64 positions of cache at 1e6 bytes each: 1.64x the weights' bytes, so 1.64x their 6 ms.
+    floor = {"bytes": 1e8, "ms": 6.0, "gb_per_s": 16.7, "cache_bytes_per_position": 1e6}
     ours = {
         "texts": {"ten_seconds": [run]},
         "first_chunk": {"ten_seconds": 0.5},
         "streamed": {"ten_seconds": streamed},
-        "floor": {"bytes": 1e8, "ms": 6.0, "gb_per_s": 16.7},
+        "floor": floor,
     }
     upstream = {"texts": {"ten_seconds": [run]}, "first_chunk": {"ten_seconds": 2.0}, "floor": None}
     results = {"upstream fp32": upstream, "ours int8": ours}
     rows = {row[0]: row[1:] for row in table(results, ("ten_seconds",), {}, [], 1).rows}
     assert rows["decode weight-read floor, ms/token"][:2] == ("–", "6.0")
     assert rows["… LLM ms/token at 64 ÷ floor"][1] == "1.50×"
+    assert rows["… LLM ms/token at 64 ÷ floor with the cache it reads"][1] == f"{9.0 / (6.0 * 1.64):.2f}×"
+    assert rows["… playback stalls after the first chunk, s"][:2] == ("–", "0.80")
     assert rows["RTF streamed, ten_seconds"][1] == "0.40"
     assert rows["… stage busy seconds ÷ wall seconds (overlap)"][1] == "1.50×"
 
@@ -247,6 +258,19 @@ def test_the_floor_counts_the_weights_a_decode_step_reads(tiny_artifact: Path) -
     assert weights <= decode_weight_bytes(tiny_artifact) <= weights + biases
     model = onnx.load_from_string(gemv_chain(3 * 4 * 2**20))
     assert [node.op_type for node in model.graph.node] == ["MatMul"] * 3
+
+
+def test_the_cache_floor_counts_each_layers_key_value_and_position_row(tiny_artifact: Path) -> None:
+    """Per cached position a step reads, in every layer, a key and a value row and a position row of
+    heads × head_dim = the model width each, in fp32."""
+    from bench.floor import cache_bytes_per_position, with_cache_ms
+    from export.fake import SIZES
+
+    size = SIZES["tiny"]
+    assert cache_bytes_per_position(tiny_artifact) == size.llm_blocks * 3 * size.llm_size * 4
+    floor = {"bytes": 1000.0, "ms": 2.0, "cache_bytes_per_position": 10.0}
+    assert with_cache_ms(floor, 0) == 2.0
+    assert with_cache_ms(floor, 50) == 3.0
 
 
 def test_cost_per_million_characters_follows_rtf_memory_and_speaking_rate() -> None:
