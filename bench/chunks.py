@@ -1,11 +1,12 @@
-"""`python -m bench chunks`: the first streamed chunk's size, tried chunk by chunk on one artifact.
+"""`python -m bench chunks`: a streamed request's chunk sizes, tried chunk by chunk on one artifact.
 
-For each first-chunk size (in speech tokens; later chunks as the engine has them) one warm process streams
-the same text several times and records when each chunk arrives and how much audio it holds. Playback
-starts when the first chunk arrives; chunk k is due when the audio before it has played. The margin of
-a run is the least, over its chunks, of due time minus arrival: negative means playback waited. The
-soonest first chunk whose margin stays positive is the size to ship (function.cosyvoice.engine's
-CHUNK_TOKENS).
+For each schedule of chunk sizes (in speech tokens, the last one repeating; by default each first size
+with the engine's later ones) one warm process streams the same text several times, alternating the
+schedules, and records when each chunk arrives and how much audio it holds. Playback starts when the
+first chunk arrives; chunk k is due when the audio before it has played. The margin of a run is the
+least, over its chunks, of due time minus arrival: negative means playback waited, and `waited` sums
+those waits. The schedule to ship (function.cosyvoice.engine's CHUNK_TOKENS) trades the first chunk,
+the waits and the streamed RTF (every chunk's flow call also computes its context) against each other.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.tables import Table, median, seconds
+from bench.tables import Table, median, plain, seconds
 from bench.workload import SEED, SPEAKER, TEXTS
 
 FIRST_SIZES = (10, 15, 20, 25, 35)
@@ -28,6 +29,7 @@ class Playback:
     first: float  # seconds from the request to the first chunk
     margin: float  # least (due − arrival) over the later chunks; negative: playback waited
     waited: float  # seconds playback spent waiting, over the whole stream
+    rtf: float  # seconds from the request to the last chunk, per second of audio
 
 
 def playback(arrivals: Sequence[float], durations: Sequence[float]) -> Playback:
@@ -40,7 +42,7 @@ def playback(arrivals: Sequence[float], durations: Sequence[float]) -> Playback:
         margin = min(margin, clock - arrival)
         waited += max(0.0, arrival - clock)
         clock = max(clock, arrival) + duration
-    return Playback(arrivals[0], margin, waited)
+    return Playback(arrivals[0], margin, waited, arrivals[-1] / sum(durations))
 
 
 def stream_once(engine: Any, text: str) -> Playback:
@@ -55,33 +57,33 @@ def stream_once(engine: Any, text: str) -> Playback:
     return playback(arrivals, durations)
 
 
-def run(artifact_dir: Path, sizes: Sequence[int], runs: int, threads: int | None) -> Table:
-    """Alternates the sizes run by run, so a noisy neighbour spreads over all of them."""
+def run(artifact_dir: Path, schedules: Sequence[tuple[int, ...]], runs: int, threads: int | None) -> Table:
+    """Alternates the schedules run by run, so a noisy neighbour spreads over all of them."""
     from function.cosyvoice.artifact import Artifact
     from function.cosyvoice.engine import Engine
 
     engine = Engine.load(Artifact.open(artifact_dir), threads=threads)
     engine.warm_up()
-    later = engine.chunk_tokens[1:]
-    results: dict[int, list[Playback]] = {size: [] for size in sizes}
+    results: dict[tuple[int, ...], list[Playback]] = {schedule: [] for schedule in schedules}
     for _ in range(runs):
-        for size in sizes:
-            engine.chunk_tokens = (size, *later)
-            results[size].append(stream_once(engine, TEXTS[TEXT]))
+        for schedule in schedules:
+            engine.chunk_tokens = schedule
+            results[schedule].append(stream_once(engine, TEXTS[TEXT]))
     table = Table(
-        f"First chunk size, streamed {TEXT} on {artifact_dir.name} (median of {runs} runs)",
-        ("first chunk tokens", "first chunk", "least margin", "playback waited"),
+        f"Chunk sizes, streamed {TEXT} on {artifact_dir.name} (median of {runs} runs)",
+        ("chunk tokens", "first chunk", "least margin", "playback waited", "streamed RTF"),
     )
-    for size, played in results.items():
+    for schedule, played in results.items():
         table.add(
-            str(size),
+            ", ".join(map(str, schedule)),
             seconds(median([p.first for p in played])),
             seconds(median([p.margin for p in played])),
             seconds(median([p.waited for p in played])),
+            plain(median([p.rtf for p in played])),
         )
     table.notes.append(
-        f"later chunks {', '.join(map(str, later))} tokens; margin: the least time a chunk arrived before"
-        " it was due (negative: the listener waited)"
+        "the last size repeats; margin: the least time a chunk arrived before it was due (negative: the"
+        " listener waited); streamed RTF: request to last chunk, per second of audio"
     )
     return table
 

@@ -73,10 +73,17 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="server settings (default: one one-thread slot and two queue places)",
     )
     load.set_defaults(run=probe_under_load)
-    chunks = commands.add_parser("chunks", help="first streamed chunk's size, chunk by chunk (ours only)")
+    chunks = commands.add_parser("chunks", help="streamed chunk sizes, chunk by chunk (ours only)")
     chunks.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
-    chunks.add_argument("--sizes", default=",".join(map(str, FIRST_SIZES)), help="first-chunk sizes, tokens")
-    chunks.add_argument("--runs", type=int, default=3, help="streamed runs per size, alternating sizes")
+    chunks.add_argument(
+        "--sizes",
+        default=",".join(map(str, FIRST_SIZES)),
+        help="first-chunk sizes, tokens (later: the engine's)",
+    )
+    chunks.add_argument(
+        "--schedules", default="", help="whole schedules instead, e.g. '10,50,100;10,40,60,80,120,160'"
+    )
+    chunks.add_argument("--runs", type=int, default=3, help="streamed runs per schedule, alternating them")
     chunks.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
     chunks.set_defaults(run=first_chunk_sizes)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
@@ -119,17 +126,31 @@ def probe_under_load(args: argparse.Namespace) -> int:
 
 def first_chunk_sizes(args: argparse.Namespace) -> int:
     from bench import chunks
+    from function.cosyvoice.engine import CHUNK_TOKENS
 
     if not (args.artifacts / "manifest.json").exists():
         return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    option, given = ("--schedules", args.schedules) if args.schedules else ("--sizes", args.sizes)
     try:
-        sizes = [int(size) for size in args.sizes.split(",")]
+        if args.schedules:
+            schedules = _token_lists(args.schedules)
+        else:
+            (first_sizes,) = _token_lists(args.sizes)  # one list: a ';' here is an error too
+            schedules = [(size, *CHUNK_TOKENS[1:]) for size in first_sizes]
     except ValueError:
-        return fail("bench", f"--sizes must be comma-separated token counts, got {args.sizes!r}")
-    if not sizes or min(sizes) < 1 or args.runs < 1:
-        return fail("bench", "--sizes must be positive token counts and --runs at least 1")
-    print(chunks.run(args.artifacts, sizes, args.runs, args.threads).render())
+        return fail("bench", f"{option} must be positive token counts, comma-separated, got {given!r}")
+    if args.runs < 1:
+        return fail("bench", "--runs must be at least 1")
+    print(chunks.run(args.artifacts, schedules, args.runs, args.threads).render())
     return 0
+
+
+def _token_lists(text: str) -> list[tuple[int, ...]]:
+    """'10,50;20,40' → [(10, 50), (20, 40)]; ValueError unless every entry is a positive integer."""
+    lists = [tuple(int(size) for size in item.split(",")) for item in text.split(";")]
+    if any(size < 1 for sizes in lists for size in sizes):
+        raise ValueError(text)
+    return lists
 
 
 def soak_server(args: argparse.Namespace) -> int:

@@ -12,15 +12,14 @@ draws chunk k+1; a whole-utterance request's segment k while the LLM draws segme
 memory bandwidth and the flow and vocoder by arithmetic. They share two cores poorly, though, so the request's
 first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
 
-Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 40, 60, 80, 120, 160:
-20 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
+Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
+tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
 vocoder with some context either side (see function.cosyvoice.stream). The first size was measured with
 `python -m bench chunks` (int8, 2 vCPUs, the LLM held during the first chunk): its first chunk came after
 0.87 s at 10 tokens, 1.03 s at 15, 1.46 s at 25, and the listener waited as long in all of them later on.
-The later sizes grow slowly because each flow call also pays ~30 tokens of context: a chunk that more
-than doubles its predecessor is late by more than that one played, while few large chunks pay the context
-less often. Against (10, 50, 100) repeating, on a 9.6 s utterance (int8, three alternating runs each):
-streamed RTF 0.82 against 0.86, playback stalls after the first chunk 1.95 s against 2.22 s.
+Slower-growing later sizes (40, 60, 80, 120, 160) were no better beyond the host's noise: streamed RTF
+0.82 / 1.10 / 1.05 against 0.86 / 1.05 / 1.04 in three sessions of alternating runs (`python -m bench
+chunks --schedules '10,50,100;10,40,60,80,120,160'`), the listener's waits likewise.
 A whole-utterance request runs each segment through the flow in one call, as upstream does.
 """
 
@@ -57,7 +56,7 @@ if TYPE_CHECKING:
 # v1's frontend_instruct closes the instruction with this plain text (not a whisper special: it encodes as
 # ordinary BPE, as the -Instruct model was trained); "<|endofprompt|>" is the v2/v3 convention.
 ENDOFPROMPT = "<endofprompt>"
-CHUNK_TOKENS = (10, 40, 60, 80, 120, 160)  # chunk sizes in speech tokens; the last one repeats
+CHUNK_TOKENS = (10, 50, 100)  # chunk sizes in speech tokens; the last one repeats
 RUN_AHEAD_TOKENS = 1000  # how far the LLM may run ahead of the audio (20 s of speech; ints, so cheap)
 WARM_UP_TOKENS = 10  # enough to run every graph once; the flow's cost grows with it
 
@@ -99,7 +98,7 @@ class Engine:
         self._entropy = np.random.SeedSequence()
         self._segmented: tuple[str, tuple[str, ...]] | None = None  # the last text and its segments
         self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
-        self.chunk_tokens = CHUNK_TOKENS  # a streamed segment's chunk sizes, settable to try others
+        self.chunk_tokens: tuple[int, ...] = CHUNK_TOKENS  # a streamed segment's sizes, settable
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
