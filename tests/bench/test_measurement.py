@@ -260,6 +260,17 @@ def test_the_floor_counts_the_weights_a_decode_step_reads(tiny_artifact: Path) -
     assert [node.op_type for node in model.graph.node] == ["MatMul"] * 3
 
 
+def test_a_floor_is_the_least_of_spaced_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A burst on the host during one attempt must not make the floor: the fastest attempt is kept."""
+    from bench import floor
+
+    slept: list[float] = []
+    monkeypatch.setattr(floor.time, "sleep", slept.append)
+    readings = iter([3.0, 1.0, 2.0])
+    assert floor.least_of_attempts(lambda: next(readings)) == 1.0
+    assert slept == [floor.ATTEMPT_SPACING_SECONDS] * (floor.ATTEMPTS - 1)
+
+
 def test_the_cache_floor_counts_each_layers_key_value_and_position_row(tiny_artifact: Path) -> None:
     """Per cached position a step reads, in every layer, a key and a value row and a position row of
     heads × head_dim = the model width each, in fp32."""
