@@ -64,9 +64,9 @@ def test_estimator_matches_upstream(setup, frames: int) -> None:
     mask = torch.ones(2, 1, frames)
     with torch.no_grad():
         expected = reference.decoder.estimator(x, mask, mu, t, spks, cond).numpy()
-    got = flow.estimator.run(
-        x=x.numpy(), mu=mu.numpy(), t=t.numpy(), spks=spks.numpy(), cond=cond.numpy()
-    )["velocity"]
+    got = flow.estimator.run(x=x.numpy(), mu=mu.numpy(), t=t.numpy(), spks=spks.numpy(), cond=cond.numpy())[
+        "velocity"
+    ]
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
 

@@ -127,7 +127,7 @@ def test_direct_invoke_reports_the_rate_its_audio_is_written_at(runtime: LocalLa
 
 
 def test_a_direct_invoke_asking_for_speech_marks_gets_them_with_its_audio(runtime: LocalLambda) -> None:
-    text = "<speak>First words.<break time=\"300ms\"/><mark name=\"here\"/>Second words.</speak>"
+    text = '<speak>First words.<break time="300ms"/><mark name="here"/>Second words.</speak>'
     event = {**DIRECT, "format": "wav", "text": text, "text_type": "ssml", "speech_marks": ["ssml"]}
     event["seed"] = 3
     reply = runtime.invoke(event).json()
