@@ -42,7 +42,8 @@ test: setup lint
 
 lint: setup
 	$(BIN)/ruff check function export infra tests bench
-	$(BIN)/mypy function export
+	$(BIN)/ruff format --check function export infra tests bench
+	$(BIN)/mypy function export bench
 
 clean:
 	rm -rf $(DEMO) $(CACHE) build *.egg-info

@@ -20,7 +20,7 @@ import math
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from unittest import mock
 
 import numpy as np
@@ -63,7 +63,8 @@ def install() -> None:
         package = types.ModuleType("matcha.utils")
         package.__path__ = [str(Path(spec.origin).parent / "utils")]
         sys.modules["matcha.utils"] = package
-        importlib.import_module("matcha").utils = package  # attribute lookups (HyperPyYAML's !name:) see it
+        matcha: Any = importlib.import_module("matcha")
+        matcha.utils = package  # attribute lookups (HyperPyYAML's !name:) see it
 
 
 install()

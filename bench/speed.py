@@ -98,7 +98,7 @@ def table(
     )
 
     def add(label: str, values: dict[str, float | None], fmt: Any) -> None:
-        best = min((values[o] for o in ours if values[o] is not None), default=None)
+        best = min((value for value in (values[o] for o in ours) if value is not None), default=None)
         result.add(label, *(fmt(values[name]) for name in labels), ratio(values.get("upstream fp32"), best))
 
     for text in texts:
