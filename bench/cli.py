@@ -130,7 +130,6 @@ def first_chunk_sizes(args: argparse.Namespace) -> int:
 
     if not (args.artifacts / "manifest.json").exists():
         return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
-    option, given = ("--schedules", args.schedules) if args.schedules else ("--sizes", args.sizes)
     try:
         if args.schedules:
             schedules = _token_lists(args.schedules)
@@ -138,6 +137,7 @@ def first_chunk_sizes(args: argparse.Namespace) -> int:
             (first_sizes,) = _token_lists(args.sizes)  # one list: a ';' here is an error too
             schedules = [(size, *CHUNK_TOKENS[1:]) for size in first_sizes]
     except ValueError:
+        option, given = ("--schedules", args.schedules) if args.schedules else ("--sizes", args.sizes)
         return fail("bench", f"{option} must be positive token counts, comma-separated, got {given!r}")
     if args.runs < 1:
         return fail("bench", "--runs must be at least 1")
