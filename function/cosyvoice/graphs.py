@@ -53,17 +53,26 @@ def available_cpus() -> int:
     return max(1, count)
 
 
-def session_options(threads: int, prepack: bool, profile_prefix: str | None = None) -> ort.SessionOptions:
+def session_options(
+    threads: int, prepack: bool, profile_prefix: str | None = None, spin_microseconds: int = 0
+) -> ort.SessionOptions:
     """Options every graph's session shares; `profile_prefix` turns on onnxruntime's per-node profile
-    (what bench.arithmetic counts multiply-adds from), written by `session.end_profiling()`."""
+    (what bench.arithmetic counts multiply-adds from), written by `session.end_profiling()`.
+
+    Each session owns a thread pool. By default its workers sleep as soon as they run out of work: spinning
+    workers of idle sessions (the pipeline alternates between six graphs) would steal the cores from the
+    one that is running. `spin_microseconds` > 0 lets the workers wait that long for the next node's work
+    before sleeping, only while a run is under way, for a graph of many small nodes that a worker's
+    wake-up would otherwise dominate."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
-    # Each session owns a thread pool; spinning workers of idle sessions (the pipeline alternates between
-    # six graphs) would steal the cores from the one that is running.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_microseconds else "0")
+    if spin_microseconds:
+        options.add_session_config_entry("session.intra_op.spin_duration_us", str(spin_microseconds))
+        options.add_session_config_entry("session.force_spinning_stop", "1")  # not between runs
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
     if profile_prefix is not None:
@@ -90,10 +99,11 @@ def _create_session(
     views: list[tuple[str, ort.OrtValue]],
     threads: int | None,
     profile_prefix: str | None,
+    spin_microseconds: int,
 ) -> ort.InferenceSession:
     fix_mmap_threshold()  # before the first session's threads allocate
     prepack = entry.quantization in _PREPACKED
-    options = session_options(threads or available_cpus(), prepack, profile_prefix)
+    options = session_options(threads or available_cpus(), prepack, profile_prefix, spin_microseconds)
     if entry.optimization == "extended":  # optimised at export: nothing left to rewrite, skip the passes
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     for name, value in views:
@@ -132,11 +142,13 @@ class Graph:
         threads: int | None = None,
         spec: GraphSpec | None = None,
         profile_prefix: str | None = None,
+        spin_microseconds: int = 0,
     ) -> Graph:
-        """The artifact's graph `name`, bound to `spec` (default: the contract's spec of that name)."""
+        """The artifact's graph `name`, bound to `spec` (default: the contract's spec of that name);
+        `spin_microseconds` as in `session_options`."""
         entry = artifact.graph(name)
         views = _weight_views(artifact, entry)
-        session = _create_session(artifact, entry, views, threads, profile_prefix)
+        session = _create_session(artifact, entry, views, threads, profile_prefix, spin_microseconds)
         return cls(session, spec or GRAPHS[name], [value for _, value in views])
 
     def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 
 from function.core.errors import InvalidRequest
 from function.cosyvoice.artifact import Artifact
-from function.cosyvoice.llm import CACHE_BLOCK, LLM, DecoderCache, decode_threads
+from function.cosyvoice.llm import CACHE_BLOCK, DECODE_SPIN_MICROSECONDS, LLM, DecoderCache, decode_threads
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
 
@@ -282,10 +282,20 @@ def test_decode_threads_use_both_cores_of_two_whatever_the_precision(cpus: int, 
     assert decode_threads(cpus) == threads
 
 
-def test_the_loaded_decode_session_has_both_cores_and_does_not_spin(
+def test_the_loaded_decode_session_has_both_cores_and_waits_for_work_only_briefly_within_a_run(
     tiny_artifact: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("function.cosyvoice.llm.available_cpus", lambda: 2)
-    options = LLM.load(Artifact.open(tiny_artifact)).decode.session.get_session_options()
+    llm = LLM.load(Artifact.open(tiny_artifact))
+    options = llm.decode.session.get_session_options()
     assert options.intra_op_num_threads == 2
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert options.get_session_config_entry("session.intra_op.spin_duration_us") == str(
+        DECODE_SPIN_MICROSECONDS
+    )
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    for other in (llm.prefill, llm.positions):  # the other graphs' workers sleep at once
+        assert (
+            other.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+            == "0"
+        )
