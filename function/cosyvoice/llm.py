@@ -44,11 +44,11 @@ def decode_threads(cpus: int) -> int:
     """Intra-op threads for the decode session: two where there are two cores, whatever the precision.
 
     The decode runs alone for a request's first window and a whole utterance's first segment, and beside
-    the flow and vocoder after that (cosyvoice.engine). Sessions do not spin (graphs.session_options), and
-    onnxruntime's calling thread takes whatever shards of a parallel loop its worker has not started: so
-    alone the step has both cores, and beside the flow a second decode thread only runs when a core is
-    free instead of holding it idle (it waits for work only `DECODE_SPIN_MICROSECONDS` at a time). One
-    decode session, so the prepacked int8/int4 weights exist once.
+    the flow and vocoder after that (cosyvoice.engine). Its worker waits for work only
+    `DECODE_SPIN_MICROSECONDS` at a time within a step (graphs.session_options), and onnxruntime's calling
+    thread takes whatever shards of a parallel loop its worker has not started: so alone the step has both
+    cores, and beside the flow a second decode thread only runs when a core is free instead of holding it
+    idle. One decode session, so the prepacked int8/int4 weights exist once.
     Beyond two threads a step gains nothing: it is bound by memory bandwidth."""
     return min(cpus, 2)
 
