@@ -15,9 +15,11 @@ from torch import nn
 from export.config import HiFTConfig
 from export.errors import CheckpointMismatch, OptionsError
 from export.modules.hift import HiFT, Snake, WeightNormed, fold_weight_norm, split_weight_norm
+from export.optimize import optimize_graph
 from export.parts.samples import Samples
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_static_int8
+from export.tabulate import tabulate_uint8_regions
 from function.cosyvoice.contract import HIFT_F0, HIFT_GENERATOR, OPSET, GraphSpec
 from function.cosyvoice.params import VocoderParams
 from function.cosyvoice.vocoder import SourceState, Vocoder
@@ -152,13 +154,16 @@ def quantize_graphs(
     graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples
 ) -> dict[str, onnx.ModelProto]:
     """The generator with its convolutions int8 ("int8", the vocoder's one mode), activation ranges from
-    `samples`' calibration mels. The f0 predictor stays fp32: its output decides what is voiced, and it is
-    ~1 % of the vocoder's time."""
+    `samples`' calibration mels, and each Snake between two of them read from a table (export.tabulate).
+    The f0 predictor stays fp32: its output decides what is voiced, and it is ~1 % of the vocoder's time."""
     if mode != "int8":
         raise OptionsError(f"the vocoder quantises to int8 only, not {mode!r}")
     vocoder = runtime_vocoder(graphs, samples.config.hift.params(), prepack=False)
     feeds = [_generator_feed(vocoder, mel, seed) for seed, mel in enumerate(samples.calibration_mels)]
-    return {HIFT_GENERATOR.name: quantize_static_int8(graphs[HIFT_GENERATOR.name], feeds)}
+    # Optimised first: the Snakes' constants are folded and the convolutions fused into QLinearConv, so
+    # the regions between them are what the runtime will run.
+    quantized = optimize_graph(quantize_static_int8(graphs[HIFT_GENERATOR.name], feeds))
+    return {HIFT_GENERATOR.name: tabulate_uint8_regions(quantized)}
 
 
 def quality_report(

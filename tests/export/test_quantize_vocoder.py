@@ -8,12 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
+import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from export.config import load_config
 from export.optimize import optimize_graph
+from export.parts import hift
 from export.quantize import STATIC_INT8, quantize_static_int8
+from export.tabulate import tabulate_uint8_regions
 from function.cosyvoice.artifact import Artifact
+from function.cosyvoice.contract import HIFT_GENERATOR
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.vocoder import Vocoder
 from tests.conftest import run_cli, run_graph
@@ -118,6 +124,48 @@ def test_int8_vocoder_runs_in_the_runtime_close_to_fp32(
     # layout gives errors of order one.
     error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
     assert 0 < error < 0.15, error
+
+
+def test_each_snake_between_two_int8_convolutions_reads_a_table_and_the_waveform_stays(
+    tiny_model_dir: Path,
+) -> None:
+    """The tiny generator quantised and optimised as the export does, with and without its tables."""
+    config = load_config(tiny_model_dir).hift
+    module = hift.load_module(hift.random_state_dict(config, seed=0), config)
+    with torch.no_grad():
+        generator = hift.export_graphs(module, config)[HIFT_GENERATOR.name]
+    rng = np.random.default_rng(4)
+    samples_per_frame = int(np.prod(config.upsample_rates)) * config.istft_hop_len
+
+    def feed(frames: int) -> dict[str, np.ndarray]:
+        return {
+            "mel": rng.standard_normal((1, config.in_channels, frames), dtype=np.float32) - 4,
+            "sine_waves": 0.1
+            * rng.standard_normal((1, frames * samples_per_frame, config.nb_harmonics + 1), dtype=np.float32),
+        }
+
+    plain = optimize_graph(quantize_static_int8(generator, [feed(frames) for frames in (20, 40)]))
+    tabulated = optimize_graph(tabulate_uint8_regions(plain))
+    before, after = ([node.op_type for node in model.graph.node] for model in (plain, tabulated))
+    # In every residual block, the Snake after each dilation's first convolution reads that convolution's
+    # output; the Snake on the residual stream (fp32) stays.
+    stages = len(config.upsample_rates)
+    between_convolutions = stages * sum(map(len, config.resblock_dilation_sizes)) + sum(
+        map(len, config.source_resblock_dilation_sizes)
+    )
+    assert after.count("GatherElements") >= between_convolutions
+    assert after.count("Sin") == before.count("Sin") - after.count("GatherElements")
+    assert after.count("QLinearConv") == before.count("QLinearConv")
+    held_out = feed(30)
+    expected, got = (
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, held_out
+        )
+        for model in (plain, tabulated)
+    )
+    for want, have in zip(expected, got, strict=True):
+        # The tables hold the regions' own outputs: equal here, at most a rounding tie apart elsewhere.
+        assert np.linalg.norm(have - want) <= 1e-4 * np.linalg.norm(want)
 
 
 def _flow_mel(artifact: Path) -> np.ndarray:
