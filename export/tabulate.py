@@ -31,7 +31,7 @@ ELEMENTWISE = frozenset(
     {"Add", "Sub", "Mul", "Div", "Pow", "Sin", "Cos", "Tanh", "Sigmoid", "Exp", "Neg", "Abs", "Relu"}
 )
 CHANNEL_AXIS = 1
-GATHER_AXIS = 2  # the table's codes run along the time axis' position
+GATHER_AXIS = 2  # GatherElements along the last axis: codes in the table, time steps in the indices
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,6 @@ class _Region:
     source: str  # the uint8 tensor the region reads, [1, C, T]
     nodes: tuple[onnx.NodeProto, ...]  # graph order, ending with the QuantizeLinear
     channels: int
-
-
-def _dims(info: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
-    return list(info.type.tensor_type.shape.dim)
 
 
 class _Graph:
