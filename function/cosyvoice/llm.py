@@ -7,12 +7,15 @@ graph once (`BoundRun`), so a step binds nothing and copies no cache: keys and v
 (distance last, so a step's position scores are a plain matrix-vector product per head). The capacity
 grows by `CACHE_BLOCK` positions, so reallocation is rare; each block's position rows come from the
 llm_positions graph when the block is added: one matrix product per block instead of a matrix-vector
-product per layer in every step.
+product per layer in every step. The buffers come from the LLM's `CacheMemory` and go back to it, so a
+warm process grows a cache into memory it has touched before (see `CacheMemory`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from math import prod
 
 import numpy as np
 
@@ -57,6 +60,44 @@ _POS = LLM_CACHE_KINDS.index("pos")
 _STEP = len(LLM_STEP_KINDS)  # the kinds a step writes come first
 
 
+class CacheMemory:
+    """Flat float32 blocks that decoder caches are cut from, kept when a cache gives them back.
+
+    On a Firecracker guest (this host, and Lambda) the first touch of memory the process has not used
+    before is slow: growing the cache into fresh arrays took 250-450 ms at 384-512 positions, into
+    reused ones 33-43 ms (int8, ten seconds of speech, a step being ~11 ms). A growth takes a block
+    before it gives the old one back, so `KEPT` blocks (the largest) serve one request at a time without
+    new memory once it has been as long before; more than that is given back to the allocator."""
+
+    KEPT = 4  # two kinds (keys and values, position rows) in the current and the previous size
+
+    def __init__(self) -> None:
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, shape: tuple[int, ...]) -> np.ndarray:
+        """An array of `shape`, contents undefined: the smallest kept block that holds it, or a new one."""
+        size = prod(shape)
+        with self._lock:
+            # kept largest first: the last one that holds `size` is the smallest that does
+            index = next((i for i in reversed(range(len(self._free))) if self._free[i].size >= size), None)
+            block = self._free.pop(index) if index is not None else np.empty(size, dtype=np.float32)
+        return block[:size].reshape(shape)
+
+    def give(self, array: np.ndarray) -> None:
+        """Return an array `take` handed out; the largest `KEPT` blocks are kept for the next ones."""
+        block = array.base if array.base is not None else array
+        with self._lock:
+            self._free.append(block)
+            self._free.sort(key=lambda kept: kept.size, reverse=True)
+            del self._free[self.KEPT :]
+
+    @property
+    def kept_bytes(self) -> int:
+        with self._lock:
+            return sum(block.nbytes for block in self._free)
+
+
 class DecoderCache:
     """The decode graph's past K / V / position rows: K and V filled by prefill and then by each step (the
     graph writes its row in place), position rows by prefill and then `positions` for each new block of
@@ -66,17 +107,22 @@ class DecoderCache:
     step at position `length` finds the rows for distances 0..length it reads."""
 
     def __init__(
-        self, prefill_cache: np.ndarray, positions: Callable[[np.ndarray], np.ndarray], vocab: int
+        self,
+        prefill_cache: np.ndarray,
+        positions: Callable[[np.ndarray], np.ndarray],
+        vocab: int,
+        memory: CacheMemory | None = None,
     ) -> None:
         layers, kinds, heads, length, head_dim = prefill_cache.shape
         if kinds != len(LLM_CACHE_KINDS):
             raise ArtifactError(f"llm_prefill cache has {kinds} kinds, expected {len(LLM_CACHE_KINDS)}")
         self._positions = positions
+        self._memory = memory or CacheMemory()
         capacity = _round_up(length + 1)
-        self._keys_values = np.zeros((layers, _STEP, 1, heads, capacity, head_dim), dtype=np.float32)
-        self._keys_values[:, :, 0, :, :length] = prefill_cache[:, :_STEP]
-        self._position_rows = np.zeros((layers, heads, head_dim, capacity), dtype=np.float32)
-        self._position_rows[..., :length] = prefill_cache[:, _POS].transpose(0, 1, 3, 2)
+        self._keys_values = self._grown(prefill_cache[:, :_STEP, None], axis=4, capacity=capacity)
+        self._position_rows = self._grown(
+            prefill_cache[:, _POS].transpose(0, 1, 3, 2), axis=3, capacity=capacity
+        )
         self._fill_positions(length)
         self.token = np.zeros((1, 1), dtype=np.int64)  # the next step's input: write it here
         self.logp = np.zeros((1, vocab), dtype=np.float32)  # the last step's output
@@ -125,19 +171,31 @@ class DecoderCache:
         self._past_len[...] = self.length + 1
         if self.length == self.capacity:
             filled = self.capacity
-            self._keys_values = _extended(self._keys_values, axis=4)
-            self._position_rows = _extended(self._position_rows, axis=3)
+            self._keys_values = self._extended(self._keys_values, axis=4)
+            self._position_rows = self._extended(self._position_rows, axis=3)
             self._bound = None  # bound to the old arrays
             self._fill_positions(filled)
 
+    def release(self) -> None:
+        """Give the buffers back to the memory they came from; the cache is not used again."""
+        self._memory.give(self._keys_values)
+        self._memory.give(self._position_rows)
+        self._bound = None
 
-def _extended(buffer: np.ndarray, axis: int) -> np.ndarray:
-    """`buffer` with CACHE_BLOCK more zero positions along `axis` (its capacity axis)."""
-    shape = list(buffer.shape)
-    shape[axis] += CACHE_BLOCK
-    grown = np.zeros(shape, dtype=buffer.dtype)
-    grown[(slice(None),) * axis + (slice(0, buffer.shape[axis]),)] = buffer
-    return grown
+    def _grown(self, prefix: np.ndarray, axis: int, capacity: int) -> np.ndarray:
+        """An array from memory: `prefix` along its capacity `axis`, then zeros up to `capacity`."""
+        shape = prefix.shape[:axis] + (capacity,) + prefix.shape[axis + 1 :]
+        array = self._memory.take(shape)
+        before = (slice(None),) * axis
+        array[before + (slice(0, prefix.shape[axis]),)] = prefix
+        array[before + (slice(prefix.shape[axis], None),)] = 0.0
+        return array
+
+    def _extended(self, buffer: np.ndarray, axis: int) -> np.ndarray:
+        """`buffer` with CACHE_BLOCK more zero positions along `axis`; the old buffer goes back to memory."""
+        grown = self._grown(buffer, axis, buffer.shape[axis] + CACHE_BLOCK)
+        self._memory.give(buffer)
+        return grown
 
 
 def _round_up(length: int) -> int:
@@ -152,6 +210,7 @@ class LLM:
         self.decode = decode
         self.positions = positions
         self.params = params
+        self.cache_memory = CacheMemory()  # shared by this LLM's caches, one request after another
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
@@ -181,7 +240,7 @@ class LLM:
             prompt_speech_tokens=np.asarray(prompt_speech_tokens, dtype=np.int64).reshape(1, -1),
         )
         logp = out["logp"]
-        return logp[0], DecoderCache(out["cache"], self._position_rows, logp.shape[1])
+        return logp[0], DecoderCache(out["cache"], self._position_rows, logp.shape[1], self.cache_memory)
 
     def _position_rows(self, distances: np.ndarray) -> np.ndarray:
         return self.positions.run(distances=distances)["rows"]
@@ -228,14 +287,17 @@ class LLM:
             return
         logp, cache = self.start(np.concatenate([prompt_text, text]), speaker_embedding, prompt)
         decoded: list[int] = []
-        for index in range(max_len):
-            if index:
-                logp = self.step(decoded[-1], cache)
-            token = sample_next(logp, decoded, rng, self.params, allow_eos=index >= min_len)
-            if token == self.params.speech_token_size:
-                return
-            yield token
-            decoded.append(token)
+        try:
+            for index in range(max_len):
+                if index:
+                    logp = self.step(decoded[-1], cache)
+                token = sample_next(logp, decoded, rng, self.params, allow_eos=index >= min_len)
+                if token == self.params.speech_token_size:
+                    return
+                yield token
+                decoded.append(token)
+        finally:  # also when the consumer stops early: the next request reuses the memory
+            cache.release()
 
 
 def _last(array: np.ndarray) -> int:
@@ -245,4 +307,4 @@ def _last(array: np.ndarray) -> int:
     return shape[-1]
 
 
-__all__ = ["CACHE_BLOCK", "DECODE_SPIN_MICROSECONDS", "DecoderCache", "LLM", "decode_threads"]
+__all__ = ["CACHE_BLOCK", "DECODE_SPIN_MICROSECONDS", "CacheMemory", "DecoderCache", "LLM", "decode_threads"]

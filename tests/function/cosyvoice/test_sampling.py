@@ -9,7 +9,14 @@ import pytest
 
 from function.core.errors import InvalidRequest
 from function.cosyvoice.artifact import Artifact
-from function.cosyvoice.llm import CACHE_BLOCK, DECODE_SPIN_MICROSECONDS, LLM, DecoderCache, decode_threads
+from function.cosyvoice.llm import (
+    CACHE_BLOCK,
+    DECODE_SPIN_MICROSECONDS,
+    LLM,
+    CacheMemory,
+    DecoderCache,
+    decode_threads,
+)
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
 
@@ -299,3 +306,50 @@ def test_the_loaded_decode_session_has_both_cores_and_waits_for_work_only_briefl
             other.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
             == "0"
         )
+
+
+def test_cache_memory_hands_back_the_smallest_kept_block_and_keeps_only_the_largest() -> None:
+    memory = CacheMemory()
+    small, large = memory.take((2, 3)), memory.take((4, 5))
+    memory.give(large)
+    memory.give(small)
+    reused = memory.take((2, 2))  # the smallest block that holds it: `small`'s
+    assert reused.shape == (2, 2) and np.shares_memory(reused, small)
+    assert np.shares_memory(memory.take((3, 5)), large)  # too big for any other kept block
+    assert memory.take((1, 1)).base is not small.base  # nothing kept is left: a new block
+    for size in range(1, CacheMemory.KEPT + 3):
+        memory.give(memory.take((size, 8)))
+    assert memory.kept_bytes == 4 * 8 * sum(range(3, CacheMemory.KEPT + 3))  # the KEPT largest
+
+
+def test_a_grown_cache_in_reused_memory_reads_zeros_past_what_it_holds() -> None:
+    memory = CacheMemory()
+    stale = memory.take((LAYERS * 2 * HEADS * 2 * CACHE_BLOCK * HEAD_DIM,))
+    stale[...] = 99.0  # an earlier request's rows
+    memory.give(stale)
+    prefill = np.ones((LAYERS, 3, HEADS, 5, HEAD_DIM), dtype=np.float32)
+    cache = DecoderCache(prefill, DistancePositions(), vocab=EOS + 1, memory=memory)
+    for _ in range(CACHE_BLOCK):
+        cache.advance()
+    feeds = cache.feeds()
+    assert cache.capacity == 2 * CACHE_BLOCK
+    assert (feeds["past_key_1"][0, :, :5] == 1).all() and (feeds["past_key_1"][0, :, 5:] == 0).all()
+    assert (feeds["past_value_0"][0, :, 5:] == 0).all()
+
+
+def test_a_finished_generation_gives_its_cache_to_the_next_one() -> None:
+    llm, _, decode = fake_llm(eos_prob=0.0)
+    generate(llm, text_len=CACHE_BLOCK // 20)  # grows past one block: 30 tokens per text token
+    kept = llm.cache_memory.kept_bytes
+    assert kept > 0
+    tokens = llm.generate(
+        np.arange(4),
+        np.arange(0),
+        np.ones((1, 192), np.float32),
+        np.zeros((1, 0), np.int64),
+        np.random.default_rng(1),
+    )
+    next(tokens)  # a request whose consumer stops after one token still gives its cache back
+    assert llm.cache_memory.kept_bytes < kept  # in use: taken from what was kept
+    tokens.close()
+    assert llm.cache_memory.kept_bytes == kept
