@@ -126,7 +126,7 @@ def test_int8_vocoder_runs_in_the_runtime_close_to_fp32(
     assert 0 < error < 0.15, error
 
 
-def test_each_snake_between_two_int8_convolutions_reads_a_table_and_the_waveform_stays(
+def test_every_snake_before_an_int8_convolution_reads_a_table_and_the_waveform_stays(
     tiny_model_dir: Path,
 ) -> None:
     """The tiny generator quantised and optimised as the export does, with and without its tables."""
@@ -147,25 +147,29 @@ def test_each_snake_between_two_int8_convolutions_reads_a_table_and_the_waveform
     plain = optimize_graph(quantize_static_int8(generator, [feed(frames) for frames in (20, 40)]))
     tabulated = optimize_graph(tabulate_uint8_regions(plain))
     before, after = ([node.op_type for node in model.graph.node] for model in (plain, tabulated))
-    # In every residual block, the Snake after each dilation's first convolution reads that convolution's
-    # output; the Snake on the residual stream (fp32) stays.
+    # Each residual block's Snakes, two per dilation: one reads the first convolution's codes, the other
+    # the residual stream, fp32 in most blocks (a grid table, behind a Clip). The one Sin left is the
+    # iSTFT's phase.
     stages = len(config.upsample_rates)
-    between_convolutions = stages * sum(map(len, config.resblock_dilation_sizes)) + sum(
+    dilations = stages * sum(map(len, config.resblock_dilation_sizes)) + sum(
         map(len, config.source_resblock_dilation_sizes)
     )
-    assert after.count("GatherElements") >= between_convolutions
-    assert after.count("Sin") == before.count("Sin") - after.count("GatherElements")
+    assert after.count("GatherElements") == 2 * dilations
+    assert after.count("Clip") > before.count("Clip")
+    assert after.count("Sin") == before.count("Sin") - 2 * dilations == 1
     assert after.count("QLinearConv") == before.count("QLinearConv")
     held_out = feed(30)
-    expected, got = (
+    reference, expected, got = (
         ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
             None, held_out
         )
-        for model in (plain, tabulated)
+        for model in (generator, plain, tabulated)
     )
-    for want, have in zip(expected, got, strict=True):
-        # The tables hold the regions' own outputs: equal here, at most a rounding tie apart elsewhere.
-        assert np.linalg.norm(have - want) <= 1e-4 * np.linalg.norm(want)
+    for fp32, want, have in zip(reference, expected, got, strict=True):
+        # A grid table moves a few codes by one, which this random model amplifies to ~2 % of the output,
+        # as far as int8 is from fp32 here, yet the distance to fp32 grows by at most 4 %.
+        assert np.linalg.norm(have - want) <= 0.03 * np.linalg.norm(want)
+        assert np.linalg.norm(have - fp32) <= 1.1 * np.linalg.norm(want - fp32)
 
 
 def _flow_mel(artifact: Path) -> np.ndarray:

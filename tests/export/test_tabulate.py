@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from export.tabulate import tabulate_uint8_regions
+from export.tabulate import FINE_CODES, tabulate_uint8_regions
 
 CHANNELS = 6
 
@@ -94,4 +94,70 @@ def test_a_region_with_a_non_elementwise_operator_is_left_alone() -> None:
     model = _snake_between_codes()
     sin = next(node for node in model.graph.node if node.op_type == "Sin")
     sin.op_type = "Softmax"  # mixes positions: no longer a function of one code
+    assert _ops(tabulate_uint8_regions(model)) == _ops(model)
+
+
+def _snake_on_fp32(snake: bool = True) -> onnx.ModelProto:
+    """x [1, C, T] fp32 → x + sin²(αx)/α → QuantizeLinear → uint8, with x also read outside (the residual
+    stream's next Add), as the int8 vocoder has it before each residual block's first convolution;
+    `snake=False` drops the `x +`, which leaves sin²(αx)/α: it rises and falls."""
+    rng = np.random.default_rng(5)
+    alpha = (0.3 + 2 * rng.random((1, CHANNELS, 1))).astype(np.float32)
+    nodes = [
+        helper.make_node("Mul", ["x", "alpha"], ["ax"]),
+        helper.make_node("Sin", ["ax"], ["s"]),
+        helper.make_node("Pow", ["s", "two"], ["s2"]),
+        helper.make_node("Mul", ["s2", "inverse_alpha"], ["bump"]),
+        helper.make_node("Add", ["x", "bump"], ["y"])
+        if snake
+        else helper.make_node("Mul", ["bump", "one"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "out_scale", "out_zero"], ["out"]),
+        helper.make_node("Add", ["x", "x"], ["residual"]),
+    ]
+    constants = {
+        "alpha": alpha,
+        "two": np.float32(2.0),
+        "one": np.float32(1.0),
+        "inverse_alpha": (1 / alpha).astype(np.float32),
+        "out_scale": np.float32(0.03 if snake else 0.004),
+        "out_zero": np.uint8(130 if snake else 0),
+    }
+    graph = helper.make_graph(
+        nodes,
+        "snake_on_fp32",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, CHANNELS, "t"])],
+        [
+            helper.make_tensor_value_info("out", TensorProto.UINT8, [1, CHANNELS, "t"]),
+            helper.make_tensor_value_info("residual", TensorProto.FLOAT, [1, CHANNELS, "t"]),
+        ],
+        [numpy_helper.from_array(np.asarray(value), name) for name, value in constants.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_snake_on_an_fp32_tensor_reads_a_grid_table_and_moves_few_codes_by_one() -> None:
+    model = _snake_on_fp32()
+    tabulated = tabulate_uint8_regions(model)
+    assert sorted(_ops(tabulated)) == ["Add", "Cast", "Clip", "GatherElements", "QuantizeLinear"]
+    table = next(t for t in tabulated.graph.initializer if t.name.endswith("_table"))
+    assert tuple(table.dims) == (1, CHANNELS, FINE_CODES) and table.data_type == TensorProto.UINT8
+    rng = np.random.default_rng(1)
+    speech_like = (1.5 * rng.standard_normal((1, CHANNELS, 20_000))).astype(np.float32)
+    far = np.concatenate([np.full((1, CHANNELS, 5), -1e4), np.full((1, CHANNELS, 5), 1e4)], 2).astype(
+        np.float32
+    )
+    for x in (speech_like, far):
+        (expected, residual), (got, kept) = (_run(m, {"x": x}) for m in (model, tabulated))
+        np.testing.assert_array_equal(kept, residual)  # the source is still there for its other reader
+        moved = got.astype(int) - expected.astype(int)
+        assert np.abs(moved).max() <= 1
+        assert np.mean(moved != 0) < 0.03, np.mean(moved != 0)
+    np.testing.assert_array_equal(got, expected)  # beyond the stretch: 0 and 255, as the region gives
+    assert set(np.unique(expected)) == {0, 255}
+    assert len(np.unique(_run(model, {"x": speech_like})[0])) > 100  # most codes are used: the test bites
+
+
+def test_a_region_on_fp32_whose_codes_fall_somewhere_is_left_alone() -> None:
+    """sin²(αx)/α rises and falls: beyond any stretch the export scans it need not stay at 0 or 255."""
+    model = _snake_on_fp32(snake=False)
     assert _ops(tabulate_uint8_regions(model)) == _ops(model)
