@@ -18,7 +18,8 @@ calibration inputs (min/max). Its convolutions run at the cores' fp32 peak over 
 frames, so only integer arithmetic makes them faster: a 128-channel k=11 convolution over 53k frames took
 14 ms as u8s8 QLinearConv against 54 ms in fp32 (2 threads); with int8 activations onnxruntime has no fast
 kernel (251 ms). The kernels use VNNI where the CPU has it and run everywhere else too. The Snake
-activations between two of those convolutions then become lookup tables (export.tabulate).
+activations, each ending in one of those convolutions' uint8 input, then become lookup tables
+(export.tabulate).
 
 MatMuls between activations (attention) and everything else stay fp32. Quantisation is deterministic, so a
 weight shared by two graphs quantises to the same bytes and the writer still stores it once.

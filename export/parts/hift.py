@@ -154,7 +154,7 @@ def quantize_graphs(
     graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples
 ) -> dict[str, onnx.ModelProto]:
     """The generator with its convolutions int8 ("int8", the vocoder's one mode), activation ranges from
-    `samples`' calibration mels, and each Snake between two of them read from a table (export.tabulate).
+    `samples`' calibration mels, and each Snake before one of them read from a table (export.tabulate).
     The f0 predictor stays fp32: its output decides what is voiced, and it is ~1 % of the vocoder's time."""
     if mode != "int8":
         raise OptionsError(f"the vocoder quantises to int8 only, not {mode!r}")
