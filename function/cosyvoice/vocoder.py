@@ -86,16 +86,18 @@ class Vocoder:
         if noise.shape != (1, f0_up.size, self.n_sines):
             raise ValueError(f"noise must be [1, {f0_up.size}, {self.n_sines}], got {list(noise.shape)}")
         harmonics = np.arange(1, self.n_sines + 1)
-        cycles = state.cycles + np.cumsum(
-            f0_up[:, None] * (harmonics / p.sample_rate), axis=0
-        )  # [samples, n]
-        np.mod(cycles, 1.0, out=cycles)
+        # Harmonic h runs h times the fundamental's cycles: one running sum, not one per harmonic.
+        cycles = state.cycles + np.cumsum(f0_up / p.sample_rate)[:, None] * harmonics  # [samples, n]
+        cycles -= np.floor(cycles)  # mod 1, without np.mod's sign handling (3x slower)
         if cycles.size:  # an empty chunk (no look-ahead frames) leaves the oscillators where they are
             state.cycles = cycles[-1].copy()
-        sines = p.sine_amp * np.sin(2 * np.pi * cycles + state.initial_phase)
+        # The phase reduced to [-π, 3π) is exact enough in float32 (≤ 5e-7 rad), where sin is 3x faster.
+        angles = (2 * np.pi * cycles + state.initial_phase).astype(np.float32)
+        sines = np.float32(p.sine_amp) * np.sin(angles)
         voiced = (f0_up > p.voiced_threshold)[:, None]
-        noise_std = np.where(voiced, p.noise_std, p.sine_amp / 3)  # unvoiced noise peaks near sine_amp
-        return (sines * voiced + noise_std * noise[0]).astype(np.float32)[None]
+        # Unvoiced noise peaks near sine_amp.
+        noise_std = np.where(voiced, np.float32(p.noise_std), np.float32(p.sine_amp / 3))
+        return (sines * voiced + noise_std * noise[0])[None]
 
     def istft(self, magnitude: np.ndarray, phase: np.ndarray) -> np.ndarray:
         """torch.istft(center=True, periodic Hann) of magnitude·e^{i·phase} [bins, F] → [hop·(F-1)]."""
