@@ -25,6 +25,7 @@ from export.optimize import optimize_graph
 from export.parts import ConfigT, ModuleT, Part, QuantizablePart
 from export.parts.samples import Samples
 from export.quantize import DYNAMIC_INT8, STATIC_INT8
+from export.split_products import split_products
 from export.writer import staging_directory, write_graphs
 from function.cosyvoice.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.cosyvoice.contract import (
@@ -352,7 +353,7 @@ def _write_artifact(
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
-    graphs = {name: optimize_graph(graph) for name, graph in variant.graphs.items()}
+    graphs = {name: split_products(optimize_graph(graph)) for name, graph in variant.graphs.items()}
     advance(f"{out_dir.name}: graphs optimised")
     with staging_directory(out_dir, force) as staging:
         store = write_graphs(staging, graphs)  # moves the tensors of these (optimised) copies out
