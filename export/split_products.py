@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from export.rewrite import rebuilt
+
 PRODUCTS = frozenset({"MatMul", "DynamicQuantizeMatMul"})
 WEIGHT, SCALE, ZERO_POINT, BIAS = 1, 2, 3, 4  # input positions; DynamicQuantizeMatMul has all four
 
@@ -57,19 +59,7 @@ def split_products(model: onnx.ModelProto) -> onnx.ModelProto:
     for node in model.graph.node:
         if id(node) not in removed:
             nodes.extend(replacements.get(id(node), [node]))
-    read = {name for node in nodes for name in node.input}
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    kept = [tensor for tensor in copy.graph.initializer if tensor.name in read]
-    del copy.graph.initializer[:]
-    copy.graph.initializer.extend([*kept, *sliced])
-    produced = {out for node in nodes for out in node.output}
-    shapes = [info for info in copy.graph.value_info if info.name in produced]
-    del copy.graph.value_info[:]
-    copy.graph.value_info.extend(shapes)
-    return copy
+    return rebuilt(model, nodes, sliced)
 
 
 def _part_bounds(
@@ -84,14 +74,14 @@ def _part_bounds(
     weight = constants[product.input[WEIGHT]]
     if len(weight.dims) != 2:
         return None
+    columns = weight.dims[1]
     if product.op_type == "DynamicQuantizeMatMul" and not _quantisation_qualifies(
-        product, constants, weight.dims[1]
+        product, constants, columns
     ):
         return None
     axis = next((a.i for a in split.attribute if a.name == "axis"), 0)
     if axis != -1 and (rank is None or axis != rank - 1):
         return None  # not the product's columns
-    columns = weight.dims[1]
     if len(split.input) > 1 and split.input[1]:
         if split.input[1] not in constants:
             return None

@@ -38,6 +38,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from export.rewrite import rebuilt
+
 CODES = 256  # the values a uint8 tensor can hold
 FINE_CODES = 4096  # grid points per channel where a region reads fp32 (a table of 4 KiB per channel)
 SCAN_POINTS = 1 << 16  # inputs per channel at which the export looks for an fp32 region's stretch
@@ -284,8 +286,9 @@ def _fine_lookup(
     if np.any(zeros > np.iinfo(np.uint16).max - (FINE_CODES - 1)):
         return None
     grid = (np.arange(FINE_CODES) - zeros[:, None]) * step[:, None].astype(np.float64)
-    output = region.nodes[-1].output[0]
-    names = {part: f"{output}_grid_{part}" for part in ("scale", "zero", "index", "clipped", "first", "last")}
+    output = quantize.output[0]
+    parts = ("scale", "zero", "codes", "index", "clipped", "first", "last")
+    names = {part: f"{output}_grid_{part}" for part in parts}
     tensors = [
         numpy_helper.from_array(
             _evaluate(region, graph, opset, grid[None].astype(np.float32)), f"{output}_table"
@@ -299,11 +302,11 @@ def _fine_lookup(
         helper.make_node(
             "QuantizeLinear",
             [region.source, names["scale"], names["zero"]],
-            [f"{output}_grid"],
+            [names["codes"]],
             axis=CHANNEL_AXIS,
             domain=CONTRIB,
         ),
-        helper.make_node("Cast", [f"{output}_grid"], [names["index"]], to=TensorProto.INT32),
+        helper.make_node("Cast", [names["codes"]], [names["index"]], to=TensorProto.INT32),
         helper.make_node("Clip", [names["index"], names["first"], names["last"]], [names["clipped"]]),
         helper.make_node("GatherElements", [f"{output}_table", names["clipped"]], [output], axis=GATHER_AXIS),
     ]
@@ -318,11 +321,10 @@ def tabulate_uint8_regions(model: onnx.ModelProto) -> onnx.ModelProto:
     replaced: set[int] = set()
     tensors: list[onnx.TensorProto] = []
     for node in model.graph.node:
-        region = graph.region_ending_at(node) if node.op_type == "QuantizeLinear" else None
-        lookup = None
-        if region is not None:
-            lookup = (_code_lookup if region.reads_codes else _fine_lookup)(region, graph, opset)
-        if region is None or lookup is None:
+        if node.op_type != "QuantizeLinear" or (region := graph.region_ending_at(node)) is None:
+            continue
+        lookup = (_code_lookup if region.reads_codes else _fine_lookup)(region, graph, opset)
+        if lookup is None:
             continue
         lookups[id(node)], made = lookup
         tensors.extend(made)
@@ -332,7 +334,7 @@ def tabulate_uint8_regions(model: onnx.ModelProto) -> onnx.ModelProto:
         nodes.extend(lookups.get(id(node), [] if id(node) in replaced else [node]))
     if any(node.domain == CONTRIB for node in nodes) and not any(e.domain == CONTRIB for e in opset):
         opset.append(helper.make_opsetid(CONTRIB, 1))
-    return _rebuilt(model, _without_dead_inputs(nodes, model.graph.output), tensors, opset)
+    return rebuilt(model, _without_dead_inputs(nodes, model.graph.output), tensors, opset)
 
 
 def _without_dead_inputs(
@@ -345,31 +347,6 @@ def _without_dead_inputs(
         for node in nodes
         if node.op_type not in ("DequantizeLinear", "Constant") or any(out in read for out in node.output)
     ]
-
-
-def _rebuilt(
-    model: onnx.ModelProto,
-    nodes: list[onnx.NodeProto],
-    tables: list[onnx.TensorProto],
-    opset: list[onnx.OperatorSetIdProto],
-) -> onnx.ModelProto:
-    """`model` with `nodes`, the tables added, and the constants and shapes of what was removed gone."""
-    read = {name for node in nodes for name in node.input}
-    produced = {out for node in nodes for out in node.output}
-    orphans = {name for node in model.graph.node for name in node.input} - read
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    del copy.graph.node[:]
-    copy.graph.node.extend(nodes)
-    del copy.opset_import[:]
-    copy.opset_import.extend(opset)
-    kept = [tensor for tensor in copy.graph.initializer if tensor.name not in orphans]
-    del copy.graph.initializer[:]
-    copy.graph.initializer.extend([*kept, *tables])
-    shapes = [info for info in copy.graph.value_info if info.name in produced]
-    del copy.graph.value_info[:]
-    copy.graph.value_info.extend(shapes)
-    return copy
 
 
 __all__ = ["tabulate_uint8_regions"]
