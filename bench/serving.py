@@ -12,6 +12,10 @@ from pathlib import Path
 
 import httpx
 
+from function.shared.settings import DEFAULT_DRAIN_SECONDS
+
+EXIT_MARGIN_SECONDS = 30  # past the server's drain: the interpreter's own exit
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -47,9 +51,18 @@ def wait_ready(server: subprocess.Popen[bytes], url: str) -> None:
         time.sleep(0.2)
 
 
-def stop(server: subprocess.Popen[bytes]) -> None:
+def stop(
+    server: subprocess.Popen[bytes], seconds: float = DEFAULT_DRAIN_SECONDS + EXIT_MARGIN_SECONDS
+) -> None:
+    """SIGTERM, then up to `seconds` for the drain and the exit. A server still running after that is
+    killed and reported, so a shutdown that hangs fails the bench instead of hanging it."""
     server.terminate()
-    server.wait()
+    try:
+        server.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+        raise RuntimeError(f"the server did not exit within {seconds:g} s of SIGTERM") from None
 
 
 __all__ = ["free_port", "start", "stop", "wait_ready"]
