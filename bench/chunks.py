@@ -47,11 +47,12 @@ def playback(arrivals: Sequence[float], durations: Sequence[float]) -> Playback:
 
 def stream_once(engine: Any, text: str) -> Playback:
     from function.core.options import SynthesisOptions
+    from function.cosyvoice.engine import audio_only
 
     options = SynthesisOptions(text=text, speaker=SPEAKER, seed=SEED, stream=True)
     arrivals, durations = [], []
     start = time.perf_counter()
-    for chunk in engine.stream(options):
+    for chunk in audio_only(engine.speak(engine.prepare(options))):
         arrivals.append(time.perf_counter() - start)
         durations.append(chunk.size / engine.sample_rate)
     return playback(arrivals, durations)

@@ -45,13 +45,14 @@ class OursBackend:
         from function.cosyvoice.frontend import preload_normalizer
 
         self.engine.warm_up()  # the engine's own warm-up, as deployed (the request is upstream's twin)
-        preload_normalizer()  # then the text graphs, on their own thread, as function.shared.model does
+        preload_normalizer()  # then the text graphs, on their own thread, as function.instance.model does
 
     def stream(self, request: dict[str, Any], stream: bool) -> Iterator[Any]:
         from function.core.options import SynthesisOptions
+        from function.cosyvoice.engine import audio_only
 
         options = SynthesisOptions(text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream)
-        return iter(self.engine.stream(options))
+        return audio_only(self.engine.speak(self.engine.prepare(options)))
 
     def decode_floor(self) -> dict[str, float]:
         """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads."""
@@ -76,9 +77,9 @@ class OursBackend:
 
 
 def _read_into_memory(directory: Path) -> Any:
-    """Every file of the artifact in one bytearray, as function.shared.loader lays out an S3 artifact."""
+    """Every file of the artifact in one bytearray, as function.instance.loader lays out an S3 artifact."""
     from function.cosyvoice.artifact import Artifact
-    from function.shared.loader import one_buffer
+    from function.instance.loader import one_buffer
 
     paths = {path.name: path for path in sorted(directory.iterdir()) if path.is_file()}
     files = one_buffer({name: path.stat().st_size for name, path in paths.items()})

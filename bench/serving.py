@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from function.shared.settings import DEFAULT_DRAIN_SECONDS
+from function.instance.settings import DEFAULT_DRAIN_SECONDS
 
 EXIT_MARGIN_SECONDS = 30  # past the server's drain: the interpreter's own exit
 

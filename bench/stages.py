@@ -1,7 +1,7 @@
 """Per-stage timing inside a synthesis: LLM steps (by context length), flow and vocoder seconds.
 
 Backends wrap their own objects' methods with these timers, so the inference loop that runs is still the
-backend's own (upstream's `CosyVoiceModel.tts`, our `Engine.stream`); only clocks are added around calls.
+backend's own (upstream's `CosyVoiceModel.tts`, our `Engine.speak`); only clocks are added around calls.
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ class _Source:
     graphs: dict[str, onnx.ModelProto]
     parameter_bytes: int
     file_hashes: dict[str, str]
-    instruct: bool  # an -Instruct model: instructions are applied (function.shared.voices)
+    instruct: bool  # an -Instruct model: instructions are applied (function.voices.openai)
     speakers: dict[str, list[float]]  # spk2info.pt's voices
     samples: Samples  # what static quantisation calibrates on, made from these graphs on first use
 

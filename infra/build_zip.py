@@ -119,7 +119,7 @@ UNUSED_DISTRIBUTIONS = {
 }
 # botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
 # its own service's directory and the shared files at the top of data/. The function creates these
-# clients (function/shared/aws_clients.py).
+# clients (function/aws/clients.py).
 AWS_SERVICES = frozenset({"s3", "sqs"})
 _SERVICE_DATA = ("botocore/data", "boto3/data")
 

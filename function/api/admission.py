@@ -25,8 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from function.core.errors import Busy
 from function.cosyvoice.graphs import available_cpus
-from function.shared.limits import RECEIVED
-from function.shared.settings import Settings, get_settings
+from function.instance.settings import Settings, get_settings
+from function.service.deadlines import RECEIVED
 
 SYNTHESIS = "synthesis"  # the OpenAPI tag that puts a route under admission control
 # Whole seconds (RFC 9110). A refusal is cheap, and behind a load balancer the retry may meet another pod.

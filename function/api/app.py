@@ -4,11 +4,12 @@
 Endpoints are plain `def`: synthesis is CPU-bound and blocking, so FastAPI runs it in its thread pool.
 The health checks are `async def`, answered on the event loop however busy that pool is, and synthesis
 routes (tagged function.api.admission.SYNTHESIS) are admitted a few at a time, the rest refused with 429.
-The model is never loaded here (no lifespan: Mangum would run it on every invocation); routes borrow the
-process's engine from function.shared.model.
+The model is never loaded here (no lifespan: Mangum would run it on every invocation). A route only
+translates: its body into options (function.service.schema), the transport into an allowance, and the
+service path's `Synthesis` (function.service.synthesis) into a response.
 
-POST /v1/audio/speech takes OpenAI's body: function.shared.voices maps its voice names onto built-in speakers
-and says whether the model takes instructions, function.api.sse shapes `stream_format="sse"`.
+POST /v1/audio/speech takes OpenAI's body: function.voices.openai maps its voice names onto built-in
+speakers and says whether the model takes instructions, function.api.sse shapes `stream_format="sse"`.
 
 With COSYVOICE_API_KEYS set, every route but the probes and the docs needs a key (function.api.keys).
 
@@ -18,10 +19,7 @@ bare 500 for ours (the traceback goes to the log, never into the response).
 
 from __future__ import annotations
 
-import base64
 import logging
-from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI
@@ -35,28 +33,21 @@ from function.api.admission import SYNTHESIS, Admit, get_admission
 from function.api.keys import RequireKey
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
-from function.api.voices import router as voice_router
+from function.api.voice_routes import router as voice_router
 from function.core.errors import TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
-from function.core.script import MARK_TYPES
+from function.core.script import MARK_TYPES, MarkType
+from function.instance.model import get_engine, loaded_engine
+from function.instance.settings import get_settings
+from function.instance.startup import STARTUP
 from function.jobs.routes import router as job_router
-from function.shared.audio import iter_encode
-from function.shared.limits import http_deadline
-from function.shared.marks import (
-    MARKS_MEDIA_TYPE,
-    MarkCollector,
-    drawn_to_first_audio,
-    marked_stream,
-    marks_jsonl,
-)
-from function.shared.model import get_engine, loaded_engine
-from function.shared.reply import STREAMING_TRANSPORT, reply_audio
-from function.shared.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
-from function.shared.settings import get_settings
-from function.shared.startup import STARTUP
-from function.shared.voice_library import is_voice_id, with_saved_voice
-from function.shared.voices import resolve_voice, takes_instructions, usable_voices
+from function.markup.marks import MARKS_MEDIA_TYPE, marked_lines, marks_jsonl
+from function.service.deadlines import http_deadline
+from function.service.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
+from function.service.synthesis import STREAMING_TRANSPORT, Allowance, Synthesis, prepare
+from function.voices.library import is_voice_id
+from function.voices.openai import resolve_voice, takes_instructions, usable_voices
 
 logger = logging.getLogger(__name__)
 
@@ -102,82 +93,64 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
-def synthesize_response(
-    options: SynthesisOptions,
-    request: Request,
-    headers: dict[str, str] | None = None,
-    events: SpeechEvents | None = None,
-) -> Response:
-    """Run the engine and encode; streamed (chunked) when asked and the transport allows it. With
-    `events`, the audio leaves as OpenAI's speech event stream. Work that cannot finish before the
-    request's deadline (function.core.deadline) is refused before it starts, and stopped when it runs over."""
+def allowance(request: Request, max_text_chars: int | None) -> Allowance:
+    """What an HTTP request is allowed. Mangum buffers a Lambda response (6 MB, base64): streaming there
+    would only dodge the size check. uvicorn and a streaming Function URL (function.awslambda.streaming)
+    send the body as it is made."""
     settings = get_settings()
-    options = options.validated(settings.max_text_chars)
+    streaming = bool(request.scope.get(STREAMING_TRANSPORT))
+    return Allowance(max_text_chars, max_response_bytes=None if streaming else settings.max_response_bytes)
+
+
+def synthesis_for(
+    options: SynthesisOptions, request: Request, mark_types: tuple[MarkType, ...] = ()
+) -> Synthesis:
+    """The request through the service path (function.service.synthesis), with the earliest of its
+    deadlines (function.service.deadlines)."""
+    settings = get_settings()
+    options = options.validated(settings.max_text_chars)  # before the deadline header is read
     deadline = http_deadline(request.scope, settings.max_request_seconds)
-    # Mangum buffers a Lambda response (6 MB, base64): streaming there would only dodge the size check.
-    # uvicorn and a streaming Function URL (function.awslambda.streaming) send the body as it is made.
-    if request.scope.get(STREAMING_TRANSPORT):
-        settings = replace(settings, max_response_bytes=None)
-    engine = get_engine()
-    options = with_saved_voice(options, engine)  # a saved voice's id → its prompt features
-    output = options.output(engine.sample_rate)
-    headers = {"X-Sample-Rate": str(output.rate), **(headers or {})}
-    media = EVENT_STREAM if events is not None else output.media_type
-    # An event stream of SSML also carries its speech marks (function.api.sse).
-    marked = events is not None and options.script is not None
-    if options.stream and settings.max_response_bytes is None:
-        chunks = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
-        audio: Iterator[Any] = drawn_to_first_audio(chunks)
-        if events is not None:
-            audio = events.measure(audio)
-        body = iter_encode(audio, output)
-        return StreamingResponse(
-            body if events is None else events.events(body), media_type=media, headers=headers
-        )
-    if events is None:
-        data = reply_audio(options, output, engine.stream(options, deadline), settings)
-        return Response(data, media_type=media, headers=headers)
-    source = engine.marked(options, deadline) if marked else engine.stream(options, deadline)
-    data = reply_audio(options, output, events.measure(source), settings)
-    return Response(b"".join(events.events([data])), media_type=media, headers=headers)
+    return prepare(options, allowance(request, settings.max_text_chars), deadline, mark_types=mark_types)
 
 
-def marked_response(body: SpeechRequest, request: Request) -> Response:
-    """/v1/tts with speech marks (function.shared.marks): one JSON reply (audio base64 + marks), the
+def audio_response(synthesis: Synthesis, headers: dict[str, str] | None = None) -> Response:
+    """The audio file: streamed (chunked) when asked for and the transport allows it, else whole."""
+    headers = {**synthesis.headers, **(headers or {})}
+    media = synthesis.output.media_type
+    if synthesis.streamed:
+        return StreamingResponse(synthesis.pieces(), media_type=media, headers=headers)
+    return Response(synthesis.whole(), media_type=media, headers=headers)
+
+
+def events_response(synthesis: Synthesis, events: SpeechEvents, headers: dict[str, str]) -> Response:
+    """OpenAI's speech event stream: sent as it is made when the transport allows, else whole."""
+    headers = {**synthesis.headers, **headers}
+    if synthesis.streamed:
+        return StreamingResponse(events.events(synthesis.pieces()), media_type=EVENT_STREAM, headers=headers)
+    audio = synthesis.whole()
+    assert isinstance(audio, bytes)  # an HTTP reply never spills
+    return Response(b"".join(events.events([audio])), media_type=EVENT_STREAM, headers=headers)
+
+
+def marks_response(synthesis: Synthesis, marks_only: bool) -> Response:
+    """/v1/tts with speech marks (function.markup.marks): one JSON reply (audio base64 + marks), the
     marks alone as JSON lines, or, streamed, NDJSON lines with each mark before the audio it describes."""
-    settings = get_settings()
-    options = body.to_options().validated(settings.max_text_chars)
-    deadline = http_deadline(request.scope, settings.max_request_seconds)
-    engine = get_engine()
-    output = options.output(engine.sample_rate)
-    types = body.speech_marks or list(MARK_TYPES)
-    marks = MarkCollector(drawn_to_first_audio(engine.marked(options, deadline)), types, engine.sample_rate)
-    headers = {"X-Sample-Rate": str(output.rate)}
-    if request.scope.get(STREAMING_TRANSPORT):  # as synthesize_response: no buffered-response limit there
-        settings = replace(settings, max_response_bytes=None)
-    if options.stream and not body.marks_only and settings.max_response_bytes is None:
-        return StreamingResponse(marked_stream(marks, output), media_type=MARKS_MEDIA_TYPE, headers=headers)
-    audio = reply_audio(options, output, marks.audio(), settings)
-    if body.marks_only:
-        return Response(marks_jsonl(marks.marks), media_type=MARKS_MEDIA_TYPE, headers=headers)
-    return JSONResponse(
-        {
-            "format": output.name,
-            "content_type": output.media_type,
-            "sample_rate": output.rate,
-            "audio": base64.b64encode(audio).decode(),
-            "marks": [mark.to_dict() for mark in marks.marks],
-        },
-        headers=headers,
-    )
+    headers = synthesis.headers
+    if marks_only:
+        synthesis.drain()
+        return Response(marks_jsonl(synthesis.marks), media_type=MARKS_MEDIA_TYPE, headers=headers)
+    if synthesis.streamed:
+        lines = marked_lines(synthesis.pieces(), synthesis.take_marks)
+        return StreamingResponse(lines, media_type=MARKS_MEDIA_TYPE, headers=headers)
+    return JSONResponse(synthesis.reply(), headers=headers)
 
 
 def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Response:
     """POST /v1/audio/speech: the voice name resolved, instructions applied where the model takes them
-    (X-Instructions says which), then synthesized like /v1/tts."""
+    (X-Instructions says which), then synthesized like /v1/tts; `stream_format="sse"` as OpenAI's events."""
     settings = get_settings()
     engine = get_engine()
-    saved = is_voice_id(body.voice_name)  # resolved with the options, by synthesize_response
+    saved = is_voice_id(body.voice_name)  # a saved voice's id goes on to the service path as it is
     speaker = body.voice_name if saved else resolve_voice(body.voice_name, settings.voices, engine.speakers)
     instructions = (body.instructions or "").strip() or None
     instructed = instructions is not None and not saved and takes_instructions(engine.artifact.manifest)
@@ -185,16 +158,13 @@ def openai_speech_response(body: OpenAISpeechRequest, request: Request) -> Respo
     if instructions is not None:
         ignored = INSTRUCTIONS_CLONED if saved else INSTRUCTIONS_IGNORED
         headers["X-Instructions"] = "applied" if instructed else ignored
-    # Checked before the text is tokenized for the usage: the limits hold before any work is done.
-    options = body.to_options(speaker, instructions if instructed else None).validated(
-        settings.max_text_chars
-    )
-    events = None
-    if body.stream_format == "sse":
-        text_tokens = len(engine.tokenizer.encode(body.input))
-        token_rate = engine.artifact.manifest.params.flow.input_frame_rate
-        events = SpeechEvents(text_tokens, engine.sample_rate, token_rate)
-    return synthesize_response(options, request, headers, events)
+    options = body.to_options(speaker, instructions if instructed else None)
+    if body.stream_format != "sse":
+        return audio_response(synthesis_for(options, request), headers)
+    # An event stream of SSML also carries its speech marks (function.api.sse).
+    synthesis = synthesis_for(options, request, MARK_TYPES if options.script is not None else ())
+    text_tokens = len(engine.tokenizer.encode(body.input))
+    return events_response(synthesis, SpeechEvents(synthesis, text_tokens, engine.token_rate), headers)
 
 
 def create_app() -> FastAPI:
@@ -217,9 +187,9 @@ def create_app() -> FastAPI:
 
     @synthesis("/v1/tts", _AUDIO, "Synthesize speech")
     def tts(body: SpeechRequest, request: Request) -> Response:
-        if body.speech_marks or body.marks_only:
-            return marked_response(body, request)
-        return synthesize_response(body.to_options(), request)
+        marks = body.mark_types()
+        speech = synthesis_for(body.to_options(), request, marks)
+        return marks_response(speech, body.marks_only) if marks else audio_response(speech)
 
     @synthesis("/v1/audio/speech", _SPEECH, "OpenAI-compatible speech")
     def openai_speech(body: OpenAISpeechRequest, request: Request) -> Response:
@@ -347,4 +317,4 @@ class Guard:
 
 app = create_app()
 
-__all__ = ["app", "create_app", "openai_speech_response", "synthesize_response"]
+__all__ = ["app", "create_app"]

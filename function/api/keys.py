@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from function.core.errors import TTSError
-from function.shared.settings import get_settings
+from function.instance.settings import get_settings
 
 # Open whatever the keys: the orchestrator's probes, and the API's own description.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})

@@ -10,21 +10,17 @@ tested in-process against the files in events/.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from typing import Any
 
+from function.aws.s3 import Written, location
 from function.core.errors import TTSError
-from function.core.script import MARK_TYPES
+from function.instance.model import get_engine
+from function.instance.settings import Settings
 from function.jobs import store, worker
-from function.shared.limits import invocation_deadline
-from function.shared.marks import MarkCollector
-from function.shared.model import get_engine
-from function.shared.reply import reply_audio
-from function.shared.schema import SpeechJob, parse
-from function.shared.settings import Settings
-from function.shared.storage import Written, location
-from function.shared.voice_library import with_saved_voice
+from function.service.deadlines import invocation_deadline
+from function.service.schema import SpeechJob, parse
+from function.service.synthesis import Allowance, Spill, prepare
 
 
 class UnsupportedEvent(TTSError):
@@ -69,32 +65,11 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
         job = parse(SpeechJob, event)
         if job.id is not None or job.output_key is not None:
             return _run_job(job, settings, context)
-        options = job.to_options().validated(settings.max_text_chars)
-        engine = get_engine()
-        options = with_saved_voice(options, engine)
-        deadline = invocation_deadline(context)
-        output = options.output(engine.sample_rate)
-        wants_marks = bool(job.speech_marks or job.marks_only)
-        marks = None
-        if wants_marks:
-            types = job.speech_marks or list(MARK_TYPES)
-            marks = MarkCollector(engine.marked(options, deadline), types, engine.sample_rate)
-        chunks = engine.stream(options, deadline) if marks is None else marks.audio()
-        audio = reply_audio(options, output, chunks, settings, spill="direct")
-        reply: dict[str, Any] = (
-            {
-                "format": output.name,
-                "content_type": output.media_type,
-                "sample_rate": output.rate,
-                "audio": base64.b64encode(audio).decode("ascii"),
-            }
-            if isinstance(audio, bytes)
-            else location(audio, output)
-        )
-        if marks is None:
-            return reply
-        listed = [mark.to_dict() for mark in marks.marks]
-        return {"marks": listed} if job.marks_only else {**reply, "marks": listed}
+        spill = Spill(settings.output_bucket, f"{settings.output_prefix}direct")
+        allowance = Allowance(settings.max_text_chars, settings.max_response_bytes, spill)
+        options = job.to_options().validated(settings.max_text_chars)  # before the engine is borrowed
+        synthesis = prepare(options, allowance, invocation_deadline(context), mark_types=job.mark_types())
+        return synthesis.reply(job.marks_only)
     except TTSError as exc:
         return exc.to_dict()
 

@@ -3,7 +3,7 @@
 INIT (module scope) starts loading the model through the one cached factory before anything else,
 imports the rest of the handler while onnxruntime creates the sessions, and joins the load, so the model
 is ready before the first event (a load failure fails INIT); it logs the startup phases
-(function.shared.startup). The web stack (FastAPI, Mangum) is part of INIT under SnapStart and provisioned
+(function.instance.startup). The web stack (FastAPI, Mangum) is part of INIT under SnapStart and provisioned
 concurrency; an on-demand INIT leaves it to the first HTTP event, so direct and SQS cold starts never pay for
 it. Under SnapStart the warm-up runs in the before-snapshot hook, so the snapshot holds warmed pages; after
 restore every random generator is reseeded (clones of one snapshot would otherwise draw the same "random"
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from function.shared import model
+from function.instance import model
 
 INIT_TYPE = os.environ.get("AWS_LAMBDA_INITIALIZATION_TYPE", "on-demand")
 SNAPSTART = INIT_TYPE == "snap-start"
@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from snapshot_restore_py import register_after_restore, register_before_snapshot
 
+from function.aws.clients import reset_clients, s3_client
 from function.awslambda.events import UnsupportedEvent, direct_invoke, event_kind
 from function.cosyvoice.frontend import load_normalizer
+from function.instance.library import clear_cached_voices
+from function.instance.settings import get_settings
+from function.instance.startup import STARTUP
 from function.jobs.batch import handle_sqs
-from function.shared.aws_clients import reset_clients, s3_client
-from function.shared.settings import get_settings
-from function.shared.startup import STARTUP
-from function.shared.voice_library import clear_cached_voices
 
 if TYPE_CHECKING:
     from mangum import Mangum

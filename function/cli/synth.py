@@ -19,15 +19,11 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from function.cli import base
 from function.core.errors import ArtifactError, InvalidRequest, TTSError, UnsupportedFormat
 from function.core.formats import FORMATS, Output
 from function.core.options import SynthesisOptions
-
-if TYPE_CHECKING:
-    import numpy as np
 
 ARTIFACT_VARIABLE = "COSYVOICE_ARTIFACT"
 
@@ -56,20 +52,22 @@ def main(args: argparse.Namespace) -> int:
         if not args.output.absolute().parent.is_dir():
             raise FileNotFoundError(errno.ENOENT, "output directory does not exist", str(args.output.parent))
         from function.cosyvoice.engine import Engine
-        from function.shared.loader import open_artifact
+        from function.instance.loader import open_artifact
+        from function.service.synthesis import Allowance, prepare
 
         started = time.perf_counter()
         engine = Engine.load(open_artifact(artifact_location(args.artifacts)), args.threads)
         say(f"model loaded in {time.perf_counter() - started:.2f} s")
         started = time.perf_counter()
-        timed = _Timed(engine.stream(options), started, report_first=options.stream)
-        output = options.output(engine.sample_rate)
-        write_audio(args.output, timed, output)
+        synthesis = prepare(options, Allowance(max_text_chars=None), engine=engine)
+        pieces = synthesis.pieces()
+        output = synthesis.output
+        write_audio(args.output, _reporting_first(pieces, started) if options.stream else pieces, output)
     except (TTSError, OSError) as exc:
         return fail(exc)
     except KeyboardInterrupt:
         return 130
-    seconds = timed.samples / engine.sample_rate
+    seconds = synthesis.samples / engine.sample_rate
     say(
         f"wrote {args.output}: {seconds:.2f} s of audio ({output.name}, {output.rate} Hz)"
         f" in {time.perf_counter() - started:.2f} s"
@@ -105,32 +103,23 @@ def format_of(path: Path) -> str:
     return suffix
 
 
-class _Timed:
-    """Passes the engine's chunks through, counting samples and reporting when the first one came."""
-
-    def __init__(self, chunks: Iterator[np.ndarray], started: float, report_first: bool) -> None:
-        self._chunks = chunks
-        self._started = started
-        self._report_first = report_first
-        self.samples = 0
-
-    def __iter__(self) -> Iterator[np.ndarray]:
-        for chunk in self._chunks:
-            if self._report_first and self.samples == 0:
-                say(f"first chunk after {time.perf_counter() - self._started:.3f} s")
-            self.samples += len(chunk)
-            yield chunk
+def _reporting_first(pieces: Iterator[bytes], started: float) -> Iterator[bytes]:
+    """The encoded pieces, saying on stderr when the first one came."""
+    for index, piece in enumerate(pieces):
+        if index == 0:
+            say(f"first chunk after {time.perf_counter() - started:.3f} s")
+        yield piece
 
 
-def write_audio(path: Path, chunks: Iterable[np.ndarray], output: Output) -> None:
-    """Encode into `path` atomically. wav and pcm pieces are written as they come (the engine's stream);
+def write_audio(path: Path, pieces: Iterable[bytes], output: Output) -> None:
+    """Write encoded `pieces` into `path` atomically, each as it comes (wav and pcm come chunk by chunk);
     a wav written that way gets its exact sizes into the header at the end."""
-    from function.shared.audio import iter_encode, wav_header
+    from function.audio.encode import wav_header
 
     temporary = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         with temporary.open("xb") as handle:
-            for piece in iter_encode(chunks, output):
+            for piece in pieces:
                 handle.write(piece)
                 handle.flush()
             if output.name == "wav":

@@ -21,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from function.shared.loader import open_artifact
+    from function.instance.loader import open_artifact
 
     try:
         artifact = open_artifact(artifact_location(args.artifacts), verify_hashes=True)

@@ -1,6 +1,6 @@
 """How long a request may run, and what set the limit.
 
-Every edge knows its own limits (function.shared.limits: the Lambda invocation, API Gateway's 30 s, a
+Every edge knows its own limits (function.service.deadlines: the Lambda invocation, API Gateway's 30 s, a
 container's longest request, the caller's `X-Request-Timeout`) and keeps the earliest of them as one
 `Deadline`; the engine refuses work that cannot finish before it (function.cosyvoice.budget) and stops at
 it, so no compute is billed for a response nobody receives.

@@ -56,7 +56,7 @@ class SynthesisOptions:
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
     # pieces to perform in order (SSML, or text asking for speech marks); `text` is then its spoken text
     script: Script | None = None
-    # prompt_audio's features already extracted (a saved voice, function.shared.voice_library): used
+    # prompt_audio's features already extracted (a saved voice, function.voices.library): used
     # instead of prompt_audio, with prompt_text as its transcript. Arrays: left out of ==, hash and repr.
     prompt_features: EncodedPrompt | None = field(default=None, compare=False, repr=False)
 

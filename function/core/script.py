@@ -1,6 +1,6 @@
 """A script: what a request says as a sequence of pieces (spoken text, silence, marks), and its speech marks.
 
-SSML (function.shared.ssml) and plain text asking for marks both become a script at the edge; the engine
+SSML (function.markup.ssml) and plain text asking for marks both become a script at the edge; the engine
 performs it piece by piece (function.cosyvoice.perform) and reports where each piece starts in the audio.
 Offsets (`start`, `end`) are UTF-8 byte offsets into the request's text, as Amazon Polly's speech marks give.
 """

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,16 +38,24 @@ import numpy as np
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, UnknownSpeaker
 from function.core.options import EncodedPrompt, Mode, SynthesisOptions
-from function.core.script import Script, SpeechMark, Spoken
+from function.core.script import Mark, Pause, SpeechMark, Spoken
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import SpeedMeter
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
 from function.cosyvoice.graphs import available_cpus
 from function.cosyvoice.llm import LLM
-from function.cosyvoice.perform import audio_only, perform
 from function.cosyvoice.run_ahead import RunAhead
-from function.cosyvoice.stream import TOKEN_LOOKAHEAD, SegmentStream, Voice
+from function.cosyvoice.stream import TOKEN_LOOKAHEAD, Conditioning, SegmentStream
+from function.cosyvoice.utterance import (
+    Segment,
+    Sentence,
+    Step,
+    Utterance,
+    piece_seeds,
+    script_of,
+    segment_seeds,
+)
 from function.cosyvoice.vocoder import Vocoder
 
 if TYPE_CHECKING:
@@ -68,13 +76,15 @@ class ModelInput:
 
     text: str  # the normalised segment
     text_tokens: np.ndarray  # [1, N] int64
-    voice: Voice  # prompt text tokens, LLM and flow embeddings, prompt speech tokens, prompt mel
+    conditioning: (
+        Conditioning  # prompt text tokens, LLM and flow embeddings, prompt speech tokens, prompt mel
+    )
     min_tokens: int  # speech tokens drawn before EOS may end the segment
     max_tokens: int  # speech tokens at most
 
 
 class Engine:
-    """A loaded model. Create once per process (function.shared.model.get_engine); requests only borrow it."""
+    """A loaded model. Create once per process (function.instance.model.get_engine); requests borrow it."""
 
     def __init__(
         self,
@@ -96,7 +106,6 @@ class Engine:
             for name, embedding in artifact.manifest.speakers.items()
         }
         self._entropy = np.random.SeedSequence()
-        self._segmented: tuple[str, tuple[str, ...]] | None = None  # the last text and its segments
         self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
         self.chunk_tokens: tuple[int, ...] = CHUNK_TOKENS  # a streamed segment's sizes, settable
 
@@ -160,14 +169,17 @@ class Engine:
         assert audio is not None
         return self.prompt_encoder.encode(audio, transcript)
 
-    def voice(self, options: SynthesisOptions) -> Voice:
+    def conditioning(self, options: SynthesisOptions) -> Conditioning:
+        """Who speaks, as the LLM and the flow take it: a built-in speaker (with its instruction), or a
+        prompt recording's features (extracted now unless the options bring them). UnknownSpeaker and
+        InvalidRequest are the caller's 4xx."""
         n_mels = self.flow.params.n_mels
         empty_tokens = np.zeros((1, 0), dtype=np.int64)
         if options.mode in (Mode.ZERO_SHOT, Mode.CROSS_LINGUAL):
             prompt = options.prompt_features or self.encode_prompt(options.prompt_audio, options.prompt_text)
             zero_shot = options.mode is Mode.ZERO_SHOT
             prompt_text = normalize_text(options.prompt_text or "") if zero_shot else ""
-            return Voice(
+            return Conditioning(
                 llm_embedding=prompt.embedding,
                 flow_embedding=prompt.embedding,
                 prompt_text_tokens=self._tokens(prompt_text) if zero_shot else empty_tokens,
@@ -182,7 +194,7 @@ class Engine:
             raise UnknownSpeaker(f"unknown speaker {options.speaker!r}; known speakers: {known}")
         instruct = options.mode is Mode.INSTRUCT
         instruction = normalize_text(options.instruct or "") + ENDOFPROMPT if instruct else ""
-        return Voice(
+        return Conditioning(
             llm_embedding=np.zeros((0, embedding.shape[1]), dtype=np.float32) if instruct else embedding,
             flow_embedding=embedding,
             prompt_text_tokens=self._tokens(instruction) if instruct else empty_tokens,
@@ -192,101 +204,140 @@ class Engine:
         )
 
     def segments(self, text: str) -> list[str]:
-        """The normalised text segments a request is synthesised in, one after another.
-
-        The last text's segments are kept: a job's worker asks for them, then has some synthesised
-        (`stream(only=)`), which would otherwise normalise the whole text again (~2.7 s for 80,000
-        characters here)."""
-        last = self._segmented
-        if last is not None and last[0] == text:
-            return list(last[1])
+        """The normalised text segments `text` is synthesised in, one after another; InvalidRequest when
+        it has nothing to speak."""
         segments = prepare_text(text, self.tokenizer)
         if not segments:
             raise InvalidRequest("text has nothing to speak (only punctuation or symbols)")
-        self._segmented = (text, tuple(segments))
         return segments
 
-    def model_inputs(self, options: SynthesisOptions, only: range | None = None) -> list[ModelInput]:
-        """The model's inputs for each segment of the request (or those in `only`), as synthesis uses them.
+    def prepare(self, options: SynthesisOptions) -> Utterance:
+        """The request planned once (function.cosyvoice.utterance): the conditioning resolved, every spoken
+        piece segmented, each segment's seeds spawned. Raises the caller's errors before any synthesis."""
+        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
+        conditioning = self.conditioning(options)
+        script = script_of(options)
+        spoken = [piece for piece in script.pieces if isinstance(piece, Spoken)]
+        seeds = iter(piece_seeds(options.seed, len(spoken), self._entropy))
+        steps: list[Step] = []
+        first = 0
+        for piece in script.pieces:
+            if not isinstance(piece, Spoken):
+                steps.append(piece)
+                continue
+            texts = self.segments(piece.model_text)
+            segments = tuple(
+                Segment(text, seed)
+                for text, seed in zip(texts, segment_seeds(next(seeds), len(texts)), strict=True)
+            )
+            steps.append(Sentence(piece, segments, first))
+            first += len(segments)
+        return Utterance(options, conditioning, tuple(steps), marked=options.script is not None)
+
+    def model_inputs(self, utterance: Utterance) -> list[ModelInput]:
+        """What each segment the utterance speaks feeds the model, as synthesis uses it.
 
         Upstream v1 runs text_normalize(split=True) and then one frontend_* call per segment; this is that
         seam, held against upstream's CosyVoiceFrontEnd by tests/parity/test_glue.py."""
-        voice = self.voice(options)
-        segments = self.segments(options.text)
+        conditioning = utterance.conditioning
         inputs = []
-        for index in _chosen(len(segments), only):
-            tokens = self._tokens(segments[index])
-            min_tokens, max_tokens = self.llm.length_limits(
-                tokens.shape[1], voice.prompt_text_tokens.shape[1], voice.llm_prompt_tokens.shape[1]
-            )
-            inputs.append(ModelInput(segments[index], tokens, voice, min_tokens, max_tokens))
+        for step in utterance.steps:
+            if not isinstance(step, Sentence):
+                continue
+            for segment in utterance.chosen(step):
+                tokens = self._tokens(segment.text)
+                min_tokens, max_tokens = self.llm.length_limits(
+                    tokens.shape[1],
+                    conditioning.prompt_text_tokens.shape[1],
+                    conditioning.llm_prompt_tokens.shape[1],
+                )
+                inputs.append(ModelInput(segment.text, tokens, conditioning, min_tokens, max_tokens))
         return inputs
 
-    def stream(
-        self, options: SynthesisOptions, deadline: Deadline | None = None, only: range | None = None
-    ) -> Iterator[np.ndarray]:
-        """Audio as float32 mono chunks in [-1, 1]. With options.stream, the first chunk comes early.
+    def speak(
+        self, utterance: Utterance, deadline: Deadline | None = None
+    ) -> Iterator[np.ndarray | SpeechMark]:
+        """The utterance's audio as float32 mono chunks in [-1, 1] at the model's rate, and, when it is
+        marked, each speech mark just before the audio it describes. With options.stream the first chunk
+        comes early.
 
-        deadline: refuse up front (function.cosyvoice.budget.OverBudget) what is not expected to finish by it,
-        and stop at it (DeadlineExceeded). only: synthesise just these segments of the text (a job's
-        next part), with the randomness they get in a run of the whole text. A script (options.script) is
-        performed piece by piece (function.cosyvoice.perform; `marked` also gives its speech marks)."""
-        if options.script is not None:
-            yield from audio_only(self.marked(options, deadline))
-            return
-        options.validated(max_text_chars=None)  # the edge that built the options enforced its own limit
-        inputs = self.model_inputs(options, only)
-        segments = self.segments(options.text)
-        chosen = _chosen(len(segments), only)
+        deadline: refuse up front (function.cosyvoice.budget.OverBudget) what is not expected to finish by
+        it, and stop at it (DeadlineExceeded). A mark's time counts the samples yielded before it, so it
+        holds whatever the LLM drew, the speed and the pauses: a mark and the audio agree to the sample."""
+        options = utterance.options
+        inputs = self.model_inputs(utterance)
         if deadline is not None:
             self.speed.check([item.text for item in inputs], len(options.text), self.token_rate, deadline)
-        seeds = self._seeds(options.seed)
-        # Fresh generators per segment (LLM, flow noise, vocoder source): what one segment draws cannot
-        # shift the next one's randomness, whatever the chunking. Spawned in segment order, up front.
-        every = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
-        rngs = [every[index] for index in chosen]
+        sentences = [step for step in utterance.steps if isinstance(step, Sentence)]
+        generators = [segment.generators() for step in sentences for segment in utterance.chosen(step)]
 
         def speech_tokens() -> Iterator[int | None]:
             """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
-            for item, (llm_rng, _, _) in zip(inputs, rngs, strict=True):
+            for item, (llm_rng, _, _) in zip(inputs, generators, strict=True):
+                conditioning = item.conditioning
                 yield from self.llm.generate(
                     item.text_tokens,
-                    item.voice.prompt_text_tokens,
-                    item.voice.llm_embedding,
-                    item.voice.llm_prompt_tokens,
+                    conditioning.prompt_text_tokens,
+                    conditioning.llm_embedding,
+                    conditioning.llm_prompt_tokens,
                     llm_rng,
                 )
                 yield None
 
-        # The deadline is checked at every drawn token (function.core.deadline). Busy time: while this
-        # generator runs, not while its consumer holds it (a slow client).
-        # Chunked only where the stream asks for it and the tempo is the model's (a tempo change works on
-        # a segment's whole mel).
-        chunked = options.stream and options.speed == 1.0
-        busy = 0.0
+        whole = utterance.only is None
+        samples = 0  # yielded so far, at the model's rate
+        busy = 0.0  # while this generator runs, not while its consumer holds it (a slow client)
         with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
             counted = _CountedTokens(drawn, deadline)
+            own = iter(generators)
             resumed = time.perf_counter()
-            for index, (item, (_, flow_rng, source_rng)) in enumerate(zip(inputs, rngs, strict=True)):
-                stream = SegmentStream(self.flow, self.vocoder, item.voice, flow_rng, source_rng)
-                # The request's first chunk holds the LLM: see _segment.
-                first = drawn.hold if chunked and index == 0 else None
-                for audio in self._segment(_until_none(counted), stream, chunked, options.speed, first):
+            for step in utterance.steps:
+                if isinstance(step, Pause):
+                    silence = np.zeros(
+                        round(step.seconds * self.sample_rate) if whole else 0, dtype=np.float32
+                    )
+                    items: Iterator[np.ndarray | SpeechMark] = iter([silence] if silence.size else [])
+                elif isinstance(step, Mark):
+                    mark = SpeechMark(self._ms(samples), "ssml", step.start, step.end, step.name)
+                    items = iter([mark] if whole and utterance.marked else [])
+                else:
+                    items = self._sentence(utterance, step, counted, own, drawn, first=samples == 0)
+                    if whole and utterance.marked:
+                        piece = step.piece
+                        mark = SpeechMark(self._ms(samples), "sentence", piece.start, piece.end, piece.text)
+                        items = chain([mark], items)
+                for item in items:
+                    if isinstance(item, np.ndarray):
+                        samples += item.size
                     busy += time.perf_counter() - resumed
-                    yield audio
+                    yield item
                     resumed = time.perf_counter()
             busy += time.perf_counter() - resumed
         self.speed.observe(busy, counted.tokens)
 
-    def marked(
-        self, options: SynthesisOptions, deadline: Deadline | None = None
-    ) -> Iterator[np.ndarray | SpeechMark]:
-        """Audio chunks with each speech mark just before the audio it describes. Text without a script
-        is one sentence."""
-        script = options.script
-        if script is None:
-            script = Script((Spoken(options.text, 0, len(options.text.encode()), options.speed),))
-        return perform(self.stream, self.sample_rate, options, script, deadline)
+    def _ms(self, samples: int) -> int:
+        return round(samples * 1000 / self.sample_rate)
+
+    def _sentence(
+        self,
+        utterance: Utterance,
+        sentence: Sentence,
+        counted: _CountedTokens,
+        generators: Iterator[tuple[np.random.Generator, ...]],
+        drawn: RunAhead[int | None],
+        first: bool,
+    ) -> Iterator[np.ndarray]:
+        """A spoken piece's audio, segment by segment, at its speed and gain. Chunked only where the
+        request streams and the tempo is the model's (a tempo change works on a segment's whole mel); the
+        request's first chunk holds the LLM (see `_segment`)."""
+        piece = sentence.piece
+        chunked = utterance.options.stream and piece.speed == 1.0
+        for index, _ in enumerate(utterance.chosen(sentence)):
+            _, flow_rng, source_rng = next(generators)
+            stream = SegmentStream(self.flow, self.vocoder, utterance.conditioning, flow_rng, source_rng)
+            hold = drawn.hold if chunked and first and index == 0 else None
+            for audio in self._segment(_until_none(counted), stream, chunked, piece.speed, hold):
+                yield np.clip(audio * piece.gain, -1.0, 1.0) if piece.gain != 1.0 else audio
 
     def _segment(
         self,
@@ -331,7 +382,8 @@ class Engine:
             yield audio
 
     def synthesize(self, options: SynthesisOptions) -> np.ndarray:
-        chunks = list(self.stream(options))
+        """The whole audio of `options` in one array (marks dropped): for tools and tests."""
+        chunks = list(audio_only(self.speak(self.prepare(options))))
         return np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
 
     def warm_up(self) -> None:
@@ -342,14 +394,14 @@ class Engine:
         """
         embedding = np.zeros((1, 192), dtype=np.float32)  # base models have no built-in speaker
         empty = np.zeros((1, 0), dtype=np.int64)
-        voice = Voice(
+        conditioning = Conditioning(
             embedding, embedding, empty, empty, empty, np.zeros((1, 0, self.flow.params.n_mels), np.float32)
         )
         rngs = tuple(np.random.default_rng(child) for child in np.random.SeedSequence(0).spawn(3))
         started = time.perf_counter()
         generated = self.llm.generate(self._tokens("Hello."), empty, embedding, empty, rngs[0])
         tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
-        stream = SegmentStream(self.flow, self.vocoder, voice, rngs[1], rngs[2])
+        stream = SegmentStream(self.flow, self.vocoder, conditioning, rngs[1], rngs[2])
         stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
         self.speed.observe(time.perf_counter() - started, tokens.shape[1], warm_up=True)
 
@@ -374,9 +426,9 @@ class _CountedTokens:
         return token
 
 
-def _chosen(count: int, only: range | None) -> range:
-    """The indices of the segments `only` picks (all when None), clipped to the `count` there are."""
-    return range(count) if only is None else range(count)[only.start : only.stop]
+def audio_only(items: Iterator[np.ndarray | SpeechMark]) -> Iterator[np.ndarray]:
+    """The audio of `Engine.speak`'s items, the marks dropped."""
+    return (item for item in items if isinstance(item, np.ndarray))
 
 
 def _until_none(tokens: Iterator[int | None]) -> Iterator[int]:
@@ -401,4 +453,4 @@ def _change_speed(mel: np.ndarray, speed: float) -> np.ndarray:
     return mel[:, :, low] * (1 - weight) + mel[:, :, high] * weight
 
 
-__all__ = ["ENDOFPROMPT", "Engine", "ModelInput"]
+__all__ = ["ENDOFPROMPT", "Engine", "ModelInput", "audio_only"]

@@ -32,7 +32,7 @@ NOISE_BLOCK = 256  # noise is drawn in blocks of rows (frames, samples), so chun
 
 
 @dataclass(frozen=True)
-class Voice:
+class Conditioning:
     """Everything that says who speaks and how: the resolved inputs of the LLM and the flow."""
 
     llm_embedding: np.ndarray  # [n, 192], n = 0 (instruct) or 1
@@ -80,15 +80,17 @@ class SegmentStream:
         self,
         flow: Flow,
         vocoder: Vocoder,
-        voice: Voice,
+        conditioning: Conditioning,
         flow_rng: np.random.Generator,
         source_rng: np.random.Generator,
     ) -> None:
         self.flow = flow
         self.vocoder = vocoder
-        self.voice = voice
+        self.conditioning = conditioning
         n_mels = flow.params.n_mels
-        self.prompt_noise = flow_rng.standard_normal((1, n_mels, voice.prompt_mel.shape[1]), dtype=np.float32)
+        self.prompt_noise = flow_rng.standard_normal(
+            (1, n_mels, conditioning.prompt_mel.shape[1]), dtype=np.float32
+        )
         self.flow_noise = NoiseField(flow_rng, n_mels, NOISE_BLOCK)
         self.hop = vocoder.params.upsample_factor
         self.source_noise = NoiseField(source_rng, vocoder.n_sines, NOISE_BLOCK * self.hop)
@@ -121,9 +123,9 @@ class SegmentStream:
         noise = np.concatenate([self.prompt_noise, self.flow_noise.rows(fa, fb).T[None]], axis=2)
         mel = self.flow(
             tokens[:, a:b],
-            self.voice.flow_prompt_tokens,
-            self.voice.prompt_mel,
-            self.voice.flow_embedding,
+            self.conditioning.flow_prompt_tokens,
+            self.conditioning.prompt_mel,
+            self.conditioning.flow_embedding,
             noise,
             frames=fb - fa,
         )
@@ -164,4 +166,4 @@ class SegmentStream:
         return self.audio(self.mel(tokens, start, end, final), final)
 
 
-__all__ = ["TOKEN_CONTEXT", "TOKEN_LOOKAHEAD", "NoiseField", "SegmentStream", "Voice", "fade"]
+__all__ = ["TOKEN_CONTEXT", "TOKEN_LOOKAHEAD", "Conditioning", "NoiseField", "SegmentStream", "fade"]

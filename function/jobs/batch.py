@@ -6,8 +6,8 @@ Message bodies (JSON):
 
     {"job": "<id>"}                       a stored job: sent by POST /v1/jobs, and by a worker to
                                           continue a job in the next invocation
-                                          (function.shared.schema.JobMessage)
-    {"id": "order-42-line-3",             a raw job (function.shared.schema.SpeechJob): submitted as a job on
+                                          (function.service.schema.JobMessage)
+    {"id": "order-42-line-3",             a raw job (function.service.schema.SpeechJob): submitted as a job on
      "text": "...",                       receipt (the same id and content again is the same job; other
      "speaker": "英文女" | "instruct": "..." | "prompt_audio": "<base64>", "prompt_text": "...",
      "format": "wav", "speed": 1.0, "seed": 7,
@@ -46,13 +46,13 @@ from typing import Any
 
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, TTSError
+from function.instance.model import get_engine
+from function.instance.settings import Settings, get_settings
 from function.jobs import queue, store, worker
 from function.jobs.store import Job
 from function.jobs.worker import Outcome
-from function.shared.limits import invocation_deadline
-from function.shared.model import get_engine
-from function.shared.schema import JOB_ID_PATTERN, JobMessage, SpeechJob, parse
-from function.shared.settings import Settings, get_settings
+from function.service.deadlines import invocation_deadline
+from function.service.schema import JOB_ID_PATTERN, JobMessage, SpeechJob, parse
 
 logger = logging.getLogger(__name__)
 

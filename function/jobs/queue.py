@@ -1,4 +1,4 @@
-"""The job queue: SQS messages naming stored jobs (`{"job": id}`, function.shared.schema.JobMessage).
+"""The job queue: SQS messages naming stored jobs (`{"job": id}`, function.service.schema.JobMessage).
 
 POST /v1/jobs sends one per job; a worker that runs out of invocation sends the next one itself
 (SendMessage, not a visibility-timeout retry), so a job of many invocations never counts toward the
@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 
+from function.aws.clients import sqs_client
 from function.core.errors import TTSError
+from function.instance.settings import Settings
 from function.jobs.store import JobsUnavailable
-from function.shared.aws_clients import sqs_client
-from function.shared.settings import Settings
 
 
 class QueueError(TTSError):

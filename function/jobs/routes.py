@@ -14,11 +14,10 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from function.instance.settings import get_settings
 from function.jobs import queue, store
-from function.shared.model import get_engine
-from function.shared.schema import ErrorBody, JobAccepted, JobRequest, SpeechJob
-from function.shared.settings import get_settings
-from function.shared.voice_library import with_saved_voice
+from function.service.schema import ErrorBody, JobAccepted, JobRequest, SpeechJob
+from function.service.synthesis import Allowance, check
 
 router = APIRouter(tags=["jobs"])
 
@@ -44,10 +43,8 @@ def submit_job(body: JobRequest) -> Any:
     store.bucket_of(settings)
     queue.queue_url(settings)  # refuse before anything is stored
     request = SpeechJob.model_validate(body.model_dump())
-    options = request.to_options().validated(settings.job_max_text_chars)
-    engine = get_engine()
     # An unknown speaker, a deleted voice or an unusable prompt is the caller's 400, now.
-    engine.voice(with_saved_voice(options, engine))
+    check(request.to_options(), Allowance(settings.job_max_text_chars))
     job, created = store.submit(request, settings)
     current = store.status(job)
     if current is None:

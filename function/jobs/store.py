@@ -40,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
+from function.aws import s3
 from function.core.errors import TTSError
 from function.core.options import SynthesisOptions
-from function.shared import storage
-from function.shared.schema import JOB_ID_PATTERN, SpeechJob
-from function.shared.settings import Settings
+from function.instance.settings import Settings
+from function.service.schema import JOB_ID_PATTERN, SpeechJob
 
 JOBS_FOLDER = "jobs/"
 PCM_BYTES = 2  # s16le
@@ -241,7 +241,7 @@ def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
         prefix=settings.output_prefix,
     )
     body = json.dumps(job.to_dict(), ensure_ascii=False).encode()
-    if storage.put(bucket, _request_key(job.folder), body, _JSON):
+    if s3.put(bucket, _request_key(job.folder), body, _JSON):
         return job, True
     existing = load(job.id, settings)
     if existing.sha256 != job.sha256:
@@ -256,7 +256,7 @@ def load(job_id: str, settings: Settings) -> Job:
     bucket = bucket_of(settings)
     if re.fullmatch(JOB_ID_PATTERN, job_id) is None:  # never a key outside the job's folder
         raise JobNotFound(f"no job {job_id!r}")
-    found = storage.read(bucket, _request_key(_folder(settings.output_prefix, job_id)))
+    found = s3.read(bucket, _request_key(_folder(settings.output_prefix, job_id)))
     if found is None:
         raise JobNotFound(f"no job {job_id!r}")
     return Job.from_dict(json.loads(found[0]), bucket, settings.output_prefix)
@@ -264,7 +264,7 @@ def load(job_id: str, settings: Settings) -> Job:
 
 def status(job: Job) -> JobStatus | None:
     """The job's status; None until it has been queued or started."""
-    found = storage.read(job.bucket, _status_key(job))
+    found = s3.read(job.bucket, _status_key(job))
     return None if found is None else JobStatus.from_dict(json.loads(found[0]))
 
 
@@ -306,7 +306,7 @@ def _rewrite(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> JobSt
     status now in force: a final one is never changed, and a change that returns None declines."""
     key = _status_key(job)
     for _ in range(_WRITE_ATTEMPTS):
-        found = storage.read(job.bucket, key)
+        found = s3.read(job.bucket, key)
         current = JobStatus(QUEUED) if found is None else JobStatus.from_dict(json.loads(found[0]))
         if found is not None and current.final:
             return current
@@ -315,16 +315,16 @@ def _rewrite(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> JobSt
             return current
         new = replace(changed, updated_at=_now())
         body = json.dumps(new.to_dict(), ensure_ascii=False).encode()
-        if storage.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
+        if s3.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
             return new
-    raise storage.StorageError(f"the status of job {job.id!r} kept changing under this writer")
+    raise s3.StorageError(f"the status of job {job.id!r} kept changing under this writer")
 
 
 def mark_queued(job: Job) -> JobStatus:
     """The status of a job whose message was just sent, unless a worker has written one already."""
     queued = JobStatus(QUEUED)
     body = json.dumps(queued.to_dict(), ensure_ascii=False).encode()
-    if storage.put(job.bucket, _status_key(job), body, _JSON):
+    if s3.put(job.bucket, _status_key(job), body, _JSON):
         return queued
     return status(job) or queued
 
@@ -332,7 +332,7 @@ def mark_queued(job: Job) -> JobStatus:
 def finished_parts(job: Job) -> list[int]:
     """The byte sizes of the finished parts 0, 1, … up to the first missing one (workers write them in
     order, so that is all of them)."""
-    found = storage.sizes(job.bucket, f"{job.folder}parts/")
+    found = s3.sizes(job.bucket, f"{job.folder}parts/")
     sizes: list[int] = []
     while (size := found.get(job.part_key(len(sizes)))) is not None:
         sizes.append(size)
@@ -341,13 +341,13 @@ def finished_parts(job: Job) -> list[int]:
 
 def write_part(job: Job, index: int, pcm: bytes) -> None:
     """Checkpoint segment `index`; a duplicate's identical part finds the first one there and keeps it."""
-    storage.put(job.bucket, job.part_key(index), pcm, "audio/L16")
+    s3.put(job.bucket, job.part_key(index), pcm, "audio/L16")
 
 
 def read_part(job: Job, index: int) -> bytes:
-    found = storage.read(job.bucket, job.part_key(index))
+    found = s3.read(job.bucket, job.part_key(index))
     if found is None:
-        raise storage.StorageError(f"part {index} of job {job.id!r} is gone (expired?)")
+        raise s3.StorageError(f"part {index} of job {job.id!r} is gone (expired?)")
     return found[0]
 
 
@@ -369,10 +369,10 @@ def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
         **shown.to_dict(),
     }
     if shown.state == DONE and shown.result is not None:
-        data["url"] = storage.presigned_url(shown.result["bucket"], shown.result["key"])
+        data["url"] = s3.presigned_url(shown.result["bucket"], shown.result["key"])
         for key in MARKED_KEYS:
             if key in shown.result:
-                data[key.replace("_key", "_url")] = storage.presigned_url(
+                data[key.replace("_key", "_url")] = s3.presigned_url(
                     shown.result["bucket"], shown.result[key]
                 )
     return data

@@ -5,7 +5,7 @@ engine for as many of the remaining segments as the measured speed says fit befo
 room to checkpoint), writes each segment's audio as it arrives, and stops when the next one would not
 fit (function.cosyvoice.budget.OverBudget up front; DeadlineExceeded if one runs over, losing only that
 segment). Once every part is there and the assembly fits, the parts stream through the format's encoder into
-the audio object (function.shared.storage.store_stream: one multipart part in memory at a time). The outcome
+the audio object (function.aws.s3.store_stream: one multipart part in memory at a time). The outcome
 tells the caller what to do with its message:
 
     DONE       the audio is written now: ack
@@ -36,24 +36,23 @@ from enum import StrEnum
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from function.audio.encode import iter_encode, to_pcm16, wav_header
+from function.aws import s3
 from function.core.deadline import Deadline, DeadlineExceeded
 from function.core.errors import TTSError
 from function.core.script import MARK_TYPES
 from function.cosyvoice.budget import OverBudget
 from function.jobs import queue, store
 from function.jobs.store import DONE, FAILED, QUEUED, RUNNING, Job
-from function.shared import storage
-from function.shared.audio import iter_encode, to_pcm16, wav_header
-from function.shared.marks import MARKS_MEDIA_TYPE, VTT_MEDIA_TYPE, MarkCollector, marks_jsonl, webvtt
-from function.shared.voice_library import with_saved_voice
+from function.markup.marks import MARKS_MEDIA_TYPE, VTT_MEDIA_TYPE, marks_jsonl, webvtt
+from function.service.synthesis import Allowance, Synthesis, prepare
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from function.core.formats import Output
-    from function.core.options import SynthesisOptions
     from function.cosyvoice.engine import Engine
-    from function.shared.settings import Settings
+    from function.instance.settings import Settings
 
 CHECKPOINT_SECONDS = 0.5  # after the last segment: its part, the status, a continuation message
 ASSEMBLY_SECONDS = 0.5  # the assembly's fixed cost: a few S3 round trips
@@ -115,17 +114,18 @@ def _run(
         return Outcome.EXISTED if current.state == DONE else Outcome.FAILED
     options = job.options()
     output = options.output(engine.sample_rate)
-    if storage.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
+    if s3.exists(job.bucket, job.key):  # a duplicate wrote it and has not marked it done yet
         _mark_done(job, engine, output, store.finished_parts(job))
         return Outcome.EXISTED
     until = _lease_until(deadline, settings)
     if not store.take_lease(job, until):
         return Outcome.DEFERRED  # another worker is on it: this delivery comes back after a pause
     lease.until = until
-    options = with_saved_voice(options, engine)  # a voice deleted since submission fails the job (400)
+    # A voice deleted since submission fails the job here (400); the text is segmented once, here.
+    synthesis = prepare(options, Allowance(max_text_chars=None), deadline, engine, MARK_TYPES)
     if options.script is not None:
-        return _run_script(job, engine, options, output, deadline)
-    segments = engine.segments(options.text)
+        return _run_script(job, synthesis)
+    segments = synthesis.segments
     sizes = store.finished_parts(job)
     _progress(job, engine, sizes, len(segments), lease, _lease_until(deadline, settings))
     progressed = False
@@ -135,7 +135,7 @@ def _run(
         picked = range(start, start + _fitting(engine, segments[start:], work))
         try:
             # Segments are synthesised whole (options.stream is off): one chunk each, in order.
-            for chunk in engine.stream(options, work, only=picked):
+            for chunk in synthesis.audio(picked, work):
                 pcm = to_pcm16(chunk)
                 store.write_part(job, len(sizes), pcm)
                 sizes.append(len(pcm))
@@ -168,19 +168,18 @@ def _run(
     return Outcome.DEFERRED
 
 
-def _run_script(
-    job: Job, engine: Engine, options: SynthesisOptions, output: Output, deadline: Deadline | None
-) -> Outcome:
+def _run_script(job: Job, synthesis: Synthesis) -> Outcome:
     """A script (SSML, or text asking for speech marks) in one run, writing the audio, its marks and its
     captions: each mark's time needs all the audio before it, so a script is not checkpointed segment by
     segment as a text is, and must fit one invocation."""
-    marks = MarkCollector(engine.marked(options, deadline), MARK_TYPES, engine.sample_rate)
-    storage.store_stream(job.bucket, job.key, iter_encode(marks.audio(), output), output, job.id)
+    output = synthesis.output
+    s3.store_stream(job.bucket, job.key, synthesis.pieces(), output, job.id)
     wanted = set(job.request.speech_marks or MARK_TYPES)
-    chosen = [mark for mark in marks.marks if mark.type in wanted]
-    storage.put(job.bucket, job.marks_key, marks_jsonl(chosen), MARKS_MEDIA_TYPE)
-    storage.put(job.bucket, job.captions_key, webvtt(marks.marks, marks.duration_ms).encode(), VTT_MEDIA_TYPE)
-    _mark_done(job, engine, output, [marks.samples * store.PCM_BYTES], marked=True)
+    chosen = [mark for mark in synthesis.marks if mark.type in wanted]
+    s3.put(job.bucket, job.marks_key, marks_jsonl(chosen), MARKS_MEDIA_TYPE)
+    captions = webvtt(synthesis.marks, synthesis.duration_ms).encode()
+    s3.put(job.bucket, job.captions_key, captions, VTT_MEDIA_TYPE)
+    _mark_done(job, synthesis.engine, output, [synthesis.samples * store.PCM_BYTES], marked=True)
     return Outcome.DONE
 
 
@@ -251,7 +250,7 @@ def _assemble(job: Job, engine: Engine, output: Output, sizes: list[int]) -> Non
         pieces = chain(header, (store.read_part(job, index) for index in range(len(sizes))))
     else:
         pieces = iter_encode(store.read_parts(job, len(sizes)), output)
-    storage.store_stream(job.bucket, job.key, pieces, output, job.id)
+    s3.store_stream(job.bucket, job.key, pieces, output, job.id)
     _mark_done(job, engine, output, sizes)
 
 

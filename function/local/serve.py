@@ -14,7 +14,7 @@ import argparse
 import os
 
 from function.cli.base import add_artifacts_option
-from function.shared.settings import Settings, get_settings, use_settings
+from function.instance.settings import Settings, get_settings, use_settings
 
 # h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
 # oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
@@ -34,8 +34,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest still comes from the environment
         use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
-    from function.shared.model import get_engine, start_loading
-    from function.shared.startup import STARTUP
+    from function.instance.model import get_engine, start_loading
+    from function.instance.startup import STARTUP
 
     start_loading()  # first: uvicorn and the app import while the sessions are created
     import uvicorn

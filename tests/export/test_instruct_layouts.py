@@ -8,7 +8,7 @@ import pytest
 
 from export.build import is_instruct
 from function.cosyvoice.artifact import Artifact
-from function.shared.voices import takes_instructions
+from function.voices.openai import takes_instructions
 from tests.conftest import run_cli
 
 SNAPSHOT = "hub/models--FunAudioLLM--CosyVoice-300M-Instruct/snapshots/9ab5f1e0c2d4"

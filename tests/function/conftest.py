@@ -57,7 +57,7 @@ def server(
 @pytest.fixture(scope="session")
 def instruct_artifact(tiny_artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny artifact as if exported from a CosyVoice-300M-Instruct directory: the manifest's recorded
-    kind marks an -Instruct model (function.shared.voices.takes_instructions); the files are links."""
+    kind marks an -Instruct model (function.voices.openai.takes_instructions); the files are links."""
     path = tmp_path_factory.mktemp("instruct") / "artifact"
     path.mkdir()
     for file in tiny_artifact.iterdir():
@@ -94,9 +94,9 @@ def s3_env(moto_endpoint: str) -> dict[str, str]:
 
 @pytest.fixture
 def aws_in_process(s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """This process's own AWS clients (function.shared.aws_clients) on moto_server: its endpoints in the
+    """This process's own AWS clients (function.aws.clients) on moto_server: its endpoints in the
     environment, and the clients made afresh before and after the test."""
-    from function.shared.aws_clients import reset_clients
+    from function.aws.clients import reset_clients
 
     for name, value in s3_env.items():
         monkeypatch.setenv(name, value)

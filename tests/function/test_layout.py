@@ -15,7 +15,30 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "function"
 
 # From the ground up: each package may import itself and those before it, never one after it.
-LAYERS = ("core", "cosyvoice", "shared", "jobs", "api", "awslambda", "cli", "local")
+LAYERS = (
+    "core",
+    "cosyvoice",
+    "audio",
+    "markup",
+    "aws",
+    "voices",
+    "instance",
+    "service",
+    "jobs",
+    "api",
+    "awslambda",
+    "cli",
+    "local",
+)
+# The edges: each translates its wire format, and reaches the engine only through function.service.synthesis.
+EDGES = ("jobs", "api", "awslambda", "cli", "local")
+# What synthesises: the engine's entry points, and the steps the service path takes once for every edge
+# (a saved voice turned into its features, the engine's items split into audio and marks).
+ENGINE_CALLS = {"speak", "prepare", "synthesize", "conditioning", "model_inputs", "segments"}
+SERVICE_STEPS = {
+    "function.voices.library": {"names_saved_voice"},
+    "function.markup.marks": {"MarkCollector", "drawn_to_first_audio"},
+}
 # What the engine may use beyond the standard library: its computing stack, nothing of a service.
 ENGINE_LIBRARIES = {"numpy", "onnxruntime", "soundfile", "tiktoken", "kaldifst"}
 
@@ -111,6 +134,48 @@ def test_no_module_imports_itself_back_through_others() -> None:
         if module not in state:
             visit(module, [module])
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def synthesis_calls(path: Path, module: str) -> list[str]:
+    """Where `path` calls the engine's entry points itself, or takes a step of the service path."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ENGINE_CALLS
+        ):
+            owner = ast.unparse(node.func.value)
+            if "engine" in owner.lower():
+                found.append(f"{module}:{node.lineno} calls {owner}.{node.func.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module in SERVICE_STEPS:
+            taken = {alias.name for alias in node.names} & SERVICE_STEPS[node.module]
+            found.extend(f"{module}:{node.lineno} imports {node.module}.{name}" for name in sorted(taken))
+    return found
+
+
+def test_no_edge_calls_the_engine_but_through_the_service_path() -> None:
+    found = sorted(
+        call
+        for edge in EDGES
+        for path in (PACKAGE / edge).rglob("*.py")
+        for call in synthesis_calls(path, module_name(path))
+    )
+    assert not found, "edges that synthesise on their own:\n" + "\n".join(found)
+
+
+def test_the_edge_rule_sees_a_direct_engine_call(tmp_path: Path) -> None:
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from function.markup.marks import MarkCollector\n"
+        "def handler(engine, options):\n    return MarkCollector(engine.speak(engine.prepare(options)))\n"
+    )
+    found = synthesis_calls(source, "function.api.probe")
+    assert found == [
+        "function.api.probe:1 imports function.markup.marks.MarkCollector",
+        "function.api.probe:3 calls engine.speak",
+        "function.api.probe:3 calls engine.prepare",
+    ]
 
 
 def test_the_rule_sees_an_upward_import(tmp_path: Path) -> None:

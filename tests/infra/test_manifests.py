@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from function.api.app import app
-from function.shared import settings as settings_module
-from function.shared.settings import Settings
+from function.instance import settings as settings_module
+from function.instance.settings import Settings
 from infra import build_zip
 from infra.render import load_template
 
@@ -51,7 +51,9 @@ def _settings(env: dict[str, str]) -> Settings:
     """The settings the server would read from this environment (each name a documented setting), with a
     key in the file the Secret would mount."""
     for name in env:
-        assert name in (settings_module.__doc__ or ""), f"{name} is not a setting of function.shared.settings"
+        assert name in (settings_module.__doc__ or ""), (
+            f"{name} is not a setting of function.instance.settings"
+        )
     with tempfile.NamedTemporaryFile("w", suffix=".keys") as keys:
         keys.write("a-key\n")
         keys.flush()

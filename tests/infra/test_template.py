@@ -312,12 +312,12 @@ def test_logs_are_retained_for_a_bounded_time_and_alarms_exist(rendering):
 
 
 def test_function_settings_read_every_variable_the_template_sets(rendering):
-    settings = (ROOT / "function" / "shared" / "settings.py").read_text()
+    settings = (ROOT / "function" / "instance" / "settings.py").read_text()
     (function,) = rendering.of_type("AWS::Lambda::Function").values()
     for variable in function["Properties"]["Environment"]["Variables"]:
         if variable.startswith("AWS_LAMBDA_"):
             continue  # read by Lambda itself (the exec wrapper of the response-streaming section)
-        assert f'"{variable}"' in settings, f"function/shared/settings.py does not read {variable}"
+        assert f'"{variable}"' in settings, f"function/instance/settings.py does not read {variable}"
 
 
 def test_the_function_queues_jobs_on_its_own_queue(rendering):

@@ -47,7 +47,7 @@ with open(events + "/direct-tts.json", encoding="utf-8") as f:
     direct = handler.lambda_handler(json.load(f), None)
 url = handler.s3_client().generate_presigned_url("get_object", Params={"Bucket": "audio-bucket", "Key": "k"})
 # jobs continue through the queue: botocore's SQS model must be there
-from function.shared.aws_clients import sqs_client
+from function.aws.clients import sqs_client
 from function.awslambda.streaming import function_url, runtime  # StreamingUrl=enabled starts this instead
 stdlib = (sys.base_prefix, sys.base_exec_prefix)
 outside = sorted(

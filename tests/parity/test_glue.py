@@ -115,7 +115,7 @@ def options(mode: str, text: str, prompt: np.ndarray) -> SynthesisOptions:
 
 def as_model_input(item: ModelInput) -> dict[str, np.ndarray]:
     """Ours in upstream's names, with CosyVoiceModel.tts's defaults for what a mode leaves out."""
-    voice = item.voice
+    voice = item.conditioning
     return {
         "text": item.text_tokens,
         "prompt_text": voice.prompt_text_tokens,
@@ -158,7 +158,8 @@ def test_model_inputs_match_upstreams_frontend(
     frontend: Any, engine: Engine, prompt: np.ndarray, mode: str, text: str
 ) -> None:
     assert_same_inputs(
-        upstream_inputs(frontend, mode, text, prompt), engine.model_inputs(options(mode, text, prompt))
+        upstream_inputs(frontend, mode, text, prompt),
+        engine.model_inputs(engine.prepare(options(mode, text, prompt))),
     )
 
 
@@ -177,7 +178,7 @@ def test_punctuation_only_text_is_refused_where_v1_would_speak_it(frontend: Any,
     # v1 at 2c1877a speaks "……" (as "……."); the wheel drops punctuation-only segments, and so do we.
     assert frontend.text_normalize("……", split=True) == []
     with pytest.raises(InvalidRequest, match="nothing to speak"):
-        engine.model_inputs(SynthesisOptions(text="……", speaker=SPEAKER))
+        engine.prepare(SynthesisOptions(text="……", speaker=SPEAKER))
 
 
 def test_erhua_and_interjections_are_kept_where_v1s_shipped_graphs_drop_them(engine: Engine) -> None:
@@ -195,7 +196,7 @@ def test_an_overlong_sentence_is_cut_where_v1_keeps_it_whole(frontend: Any, engi
     # the 5000 positions its relative positions cover; here it is cut between words into segments that fit.
     text = "and then we walked on " * 80
     assert len(frontend.text_normalize(text, split=True)) == 1
-    inputs = engine.model_inputs(SynthesisOptions(text=text, speaker=SPEAKER))
+    inputs = engine.model_inputs(engine.prepare(SynthesisOptions(text=text, speaker=SPEAKER)))
     assert len(inputs) > 1 and "".join(item.text for item in inputs) == text.strip() + "."
     for item in inputs:
         n = item.text_tokens.shape[1]

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message
 
 from function.awslambda.streaming.client import LambdaContext, ResponseStream
 from function.core.errors import TTSError
-from function.shared.reply import STREAMING_TRANSPORT
+from function.service.synthesis import STREAMING_TRANSPORT
 
 logger = logging.getLogger(__name__)
 

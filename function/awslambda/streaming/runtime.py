@@ -7,10 +7,10 @@ waits on /restore/next, then the after-restore hooks run (in order); a failing h
 64) or /restore/error (exit 65), the codes awslambdaric exits with.
 
 A Function URL event streams through the app (function_url.py), whose scope says the transport streams
-(function.shared.reply.STREAMING_TRANSPORT): a streamed reply is not bound by the 6 MB payload (Lambda streams
-up to 200 MB, and the text limit keeps ours far below that). Every other
-event goes to `lambda_handler` and its result is posted whole; an exception is posted as awslambdaric
-posts it ({"errorMessage", "errorType", "requestId", "stackTrace"}), and the loop goes on.
+(function.service.synthesis.STREAMING_TRANSPORT): a streamed reply is not bound by the 6 MB payload
+(Lambda streams up to 200 MB, and the text limit keeps ours far below that). Every other event goes to
+`lambda_handler` and its result is posted whole; an exception is posted as awslambdaric posts it
+({"errorMessage", "errorType", "requestId", "stackTrace"}), and the loop goes on.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from function.api.keys import RequireKey
-from function.shared.settings import Settings, SettingsError
+from function.instance.settings import Settings, SettingsError
 
 KEYS = ("first-key", "second-key")
 

@@ -24,7 +24,7 @@ import soxr
 
 from function.core.formats import FORMATS as TABLE
 from function.local.invoke import LocalLambda
-from function.shared.voices import DEFAULT_VOICES
+from function.voices.openai import DEFAULT_VOICES
 from tests.function.support import EVENTS, SPEAKER, local_lambda, serving
 
 pytestmark = pytest.mark.engine

@@ -16,14 +16,14 @@ from typing import Any
 def mid_stream() -> None:
     from function.cosyvoice.engine import Engine
 
-    original = Engine.stream
+    original = Engine.speak
 
-    def broken(self: Engine, options: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        chunks = original(self, options, *args, **kwargs)
+    def broken(self: Engine, utterance: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        chunks = original(self, utterance, *args, **kwargs)
         yield next(chunks)
         raise RuntimeError("injected: the engine failed mid-stream")
 
-    Engine.stream = broken  # type: ignore[method-assign]
+    Engine.speak = broken  # type: ignore[method-assign]
 
 
 def after_restore() -> None:

@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from function.awslambda.events import UnsupportedEvent, direct_invoke, event_kind
-from function.core.errors import OutputTooLarge
-from function.core.options import SynthesisOptions
-from function.shared import model
-from function.shared.reply import reply_audio
-from function.shared.settings import Settings
-from function.shared.storage import Written
+from function.instance import model
+from function.instance.settings import Settings
 
 EVENTS = Path(__file__).resolve().parents[3] / "events"
 KIND_BY_PREFIX = {
@@ -87,48 +81,3 @@ def test_a_bad_direct_request_comes_back_as_json_without_loading_the_model(
     reply = direct_invoke(event, SETTINGS)
     assert reply["error"]["code"] == code
     assert model.loaded_engine() is None
-
-
-def tone(samples: int) -> Iterator[np.ndarray]:
-    """What the engine's stream would yield: `samples` of a quiet tone at the model's rate."""
-    yield 0.1 * np.sin(np.arange(samples, dtype=np.float32) / 10)
-
-
-def untouched() -> Iterator[np.ndarray]:
-    raise AssertionError("synthesised although the audio could never fit")
-    yield  # a generator, like the engine's stream: nothing runs until it is iterated
-
-
-OPTIONS = SynthesisOptions(text="hello", speaker="someone", format="wav")
-WAV = OPTIONS.output(22050)
-
-
-def test_audio_that_fits_is_returned_whole() -> None:
-    data = reply_audio(OPTIONS, WAV, tone(100), SETTINGS)
-    assert data[:4] == b"RIFF"
-
-
-def test_audio_too_large_points_to_the_batch_path() -> None:
-    with pytest.raises(OutputTooLarge, match="batch path") as raised:
-        reply_audio(OPTIONS, WAV, tone(22050), SETTINGS)
-    assert "COSYVOICE_OUTPUT_BUCKET" not in raised.value.message
-    with pytest.raises(OutputTooLarge, match="COSYVOICE_OUTPUT_BUCKET"):  # a direct invoke could spill
-        reply_audio(OPTIONS, WAV, tone(22050), SETTINGS, spill="direct")
-
-
-def test_a_text_whose_audio_cannot_fit_is_refused_before_synthesis() -> None:
-    options = SynthesisOptions(text="word " * 40, speaker="someone", format="wav")  # ~13 s: ~590 KB
-    with pytest.raises(OutputTooLarge, match="would be ~") as raised:
-        reply_audio(options, options.output(22050), untouched(), SETTINGS)
-    assert "/v1/jobs" in raised.value.message
-
-
-def test_audio_too_large_spills_to_the_output_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
-    stored: list[tuple[Any, ...]] = []
-    monkeypatch.setattr("function.shared.reply.store", lambda *args: stored.append(args))
-    settings = Settings(artifact="unused", output_bucket="out", max_response_bytes=20 * 1024)
-    written = reply_audio(OPTIONS, WAV, tone(22050), settings, spill="direct")
-    assert isinstance(written, Written) and not written.existed
-    assert written.bucket == "out" and written.key.startswith("tts/direct/") and written.key.endswith(".wav")
-    ((bucket, key, data, output),) = stored
-    assert (bucket, key, output) == ("out", written.key, WAV) and data[:4] == b"RIFF"

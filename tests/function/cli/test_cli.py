@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import soundfile
 
+from function.audio.encode import iter_encode
 from function.cli.synth import write_audio
 from function.core.formats import Output
 
@@ -235,9 +236,9 @@ def test_write_audio_failing_midway_keeps_the_old_file_and_leaves_no_temporary(t
         raise RuntimeError("the engine failed after the first chunk")
 
     with pytest.raises(RuntimeError):
-        write_audio(output, chunks(), WAV)
+        write_audio(output, iter_encode(chunks(), WAV), WAV)
     assert output.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["out.wav"]
 
-    write_audio(output, iter([np.full(100, 0.5, dtype=np.float32)]), WAV)
+    write_audio(output, iter_encode([np.full(100, 0.5, dtype=np.float32)], WAV), WAV)
     audio, rate = soundfile.read(output, dtype="float32")
     assert rate == 22050 and len(audio) == 100 and np.allclose(audio, 0.5, atol=1e-4)

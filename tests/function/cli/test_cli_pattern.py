@@ -14,7 +14,7 @@ import types
 import pytest
 
 from function.cli import base as cli
-from function.shared.settings import Settings, get_settings, use_settings
+from function.instance.settings import Settings, get_settings, use_settings
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_a_command_reports_its_own_errors_in_the_same_style(capsys: pytest.Captu
 
 
 def test_settings_given_by_a_command_line_are_the_process_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("function.shared.settings._settings", None)
+    monkeypatch.setattr("function.instance.settings._settings", None)
     given = Settings(artifact="/given/by/flag")
     use_settings(given)
     assert get_settings() is given

@@ -14,7 +14,8 @@ from function.core.deadline import Deadline, DeadlineExceeded
 from function.core.options import SynthesisOptions
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import OverBudget, SpeedMeter, expected_speech_seconds
-from function.cosyvoice.engine import Engine
+from function.cosyvoice.engine import Engine, audio_only
+from tests.function.cosyvoice.speaking import spoken
 
 SPEAKER = "英文女"
 TEXT = "Sentence number one is here. Sentence number two is here as well, and a third one follows it."
@@ -80,7 +81,7 @@ def test_work_that_cannot_finish_is_refused_before_the_llm_runs(
     monkeypatch.setattr(engine.llm, "generate", lambda *args: calls.append(args) or generate(*args))
     options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
     with pytest.raises(OverBudget, match="characters fit"):
-        next(engine.stream(options, Deadline.after(5, "a test")))
+        next(spoken(engine, options, Deadline.after(5, "a test")))
     assert calls == []
 
 
@@ -101,7 +102,7 @@ def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(
     monkeypatch.setattr(engine.llm, "generate", slow_generate)
     options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
     with pytest.raises(DeadlineExceeded, match="time limit"):
-        list(engine.stream(options, Deadline.after(0.1, "a test", margin=0)))
+        list(spoken(engine, options, Deadline.after(0.1, "a test", margin=0)))
     assert 0 < len(drawn) < 30  # stopped after ~10 tokens, not at the end of the text
     assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
     monkeypatch.undo()
@@ -110,12 +111,12 @@ def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(
 
 def test_part_of_a_text_gets_the_audio_it_has_in_the_whole(engine: Engine) -> None:
     options = SynthesisOptions(text=" ".join([TEXT] * 8), speaker=SPEAKER, seed=4)
-    segments = engine.segments(options.text)
-    assert len(segments) >= 2
-    whole = list(engine.stream(options))
+    utterance = engine.prepare(options)
+    assert len(utterance.segments) >= 2
+    whole = list(audio_only(engine.speak(utterance)))
     parts = []
-    for index in range(len(segments)):
-        parts += engine.stream(options, only=range(index, index + 1))
+    for index in range(len(utterance.segments)):
+        parts += audio_only(engine.speak(utterance.part(range(index, index + 1))))
     assert len(parts) == len(whole)
     for a, b in zip(parts, whole, strict=True):
         assert np.array_equal(a, b)

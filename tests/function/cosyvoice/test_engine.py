@@ -40,6 +40,7 @@ from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.engine import Engine
 from function.cosyvoice.frontend import prepare_text
 from function.cosyvoice.vocoder import SourceState, Vocoder
+from tests.function.cosyvoice.speaking import spoken
 
 TEXT = "Hello there, how are you today? I am fine."  # 14 text tokens → 42 to 420 speech tokens
 SHORT = "Good morning."
@@ -124,7 +125,7 @@ def spy(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> GenerateSpy:
 def run(engine: Engine, spy: GenerateSpy, **options: Any) -> tuple[list[np.ndarray], list[list[int]]]:
     """(chunks, tokens of each text segment) of one request."""
     spy.calls.clear()
-    chunks = list(engine.stream(SynthesisOptions(**options)))
+    chunks = list(spoken(engine, SynthesisOptions(**options)))
     return chunks, [list(tokens) for tokens in spy.calls]
 
 
@@ -274,7 +275,7 @@ def test_agreement_check_fails_on_odd_frame_windows(
 
 def test_no_click_at_seams(engine: Engine) -> None:
     for seed in (1, 2):
-        chunks = list(engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=seed, stream=True)))
+        chunks = list(spoken(engine, SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=seed, stream=True)))
         assert len(chunks) >= 3
         assert max(seam_jumps(chunks)) <= MAX_SEAM_JUMP
 
@@ -317,7 +318,7 @@ def test_no_click_at_seams_of_a_smooth_signal(
     elif breakage == "shifted_chunk":
         shift_later_chunks(monkeypatch)
     options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=True)
-    jumps = seam_jumps(list(smooth_engine.stream(options)))
+    jumps = seam_jumps(list(spoken(smooth_engine, options)))
     assert len(jumps) >= 2
     if breakage is None:
         assert max(jumps) <= MAX_SEAM_JUMP, jumps
@@ -338,7 +339,7 @@ def test_first_chunk_comes_after_far_fewer_tokens_than_upstream(
         return chunk(self, tokens, start, end, final)
 
     monkeypatch.setattr(stream_module.SegmentStream, "chunk", recorded)
-    stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=True))
+    stream = spoken(engine, SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=True))
     first = next(stream)
     rest = list(stream)
     assert len(first) > 0 and rest  # there was more to come: the first chunk did not wait for the end
@@ -399,10 +400,10 @@ def test_overlapped_stages_give_the_audio_of_one_thread_bit_exactly(
     monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
     assert len(prepare_text(LONG_TEXT, engine.tokenizer)) >= 2
     options = SynthesisOptions(text=LONG_TEXT, speaker=SPEAKER, seed=21, stream=stream)
-    overlapped = list(engine.stream(options))
+    overlapped = list(spoken(engine, options))
     with monkeypatch.context() as patch:
         patch.setattr(engine_module, "RunAhead", InThread)
-        one_thread = list(engine.stream(options))
+        one_thread = list(spoken(engine, options))
     assert len(overlapped) == len(one_thread)
     for a, b in zip(overlapped, one_thread, strict=True):
         assert np.array_equal(a, b)
@@ -431,7 +432,7 @@ def _tokens_drawn_during_the_first_window(engine: Engine, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(engine.llm, "generate", counting)
     monkeypatch.setattr(engine.flow, "_velocity", watched)
-    stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=3, stream=True))
+    stream = spoken(engine, SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=3, stream=True))
     next(stream)
     stream.close()
     steps = engine.flow.params.n_timesteps
@@ -442,15 +443,17 @@ def _tokens_drawn_during_the_first_window(engine: Engine, monkeypatch: pytest.Mo
 def test_the_first_chunk_holds_the_llm_while_it_goes_through_the_flow(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """First audio before all else: the LLM draws nothing during the first chunk's flow window."""
-    assert sum(_tokens_drawn_during_the_first_window(engine, monkeypatch)) == 0
+    """First audio before all else: the LLM draws nothing during the first chunk's flow window, but for
+    the token it was drawing when the hold began (it may finish during the first estimator call)."""
+    first, *rest = _tokens_drawn_during_the_first_window(engine, monkeypatch)
+    assert first <= 1 and sum(rest) == 0
     with monkeypatch.context() as patch:  # the check can tell: without the hold the LLM draws meanwhile
         patch.setattr(engine_module.RunAhead, "hold", lambda self: contextlib.nullcontext())
-        assert sum(_tokens_drawn_during_the_first_window(engine, patch)) > 0
+        assert sum(_tokens_drawn_during_the_first_window(engine, patch)[1:]) > 0
 
 
 def test_an_abandoned_stream_stops_the_llm_thread(engine: Engine) -> None:
-    stream = engine.stream(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=2, stream=True))
+    stream = spoken(engine, SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=2, stream=True))
     next(stream)
     stream.close()  # what a server does when the client goes away
     assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
@@ -536,7 +539,7 @@ def test_text_over_the_edge_limit_is_refused_up_front() -> None:
 def test_instruction_ends_with_v1s_plain_endofprompt(engine: Engine) -> None:
     # v1's frontend_instruct tokenizes normalize(instruction) + '<endofprompt>' (ordinary BPE text).
     options = SynthesisOptions(text="Hello there.", speaker="英文女", instruct="Speak slowly.")
-    voice = engine.voice(options)
+    voice = engine.conditioning(options)
     expected = engine.tokenizer.encode("Speak slowly.<endofprompt>")
     assert voice.prompt_text_tokens.tolist() == [expected]
     assert voice.llm_embedding.shape == (0, 192)
@@ -548,17 +551,18 @@ def test_model_inputs_are_what_synthesis_feeds_the_llm(
     monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=4.0))  # short
     text = "This first sentence is long enough to stand alone as a segment of its own, truly. " * 6
     options = SynthesisOptions(text=text, speaker="英文男", instruct="Calm.", seed=3)
-    inputs = engine.model_inputs(options)
+    utterance = engine.prepare(options)
+    inputs = engine.model_inputs(utterance)
     assert len(inputs) == len(engine.segments(text)) > 1
     fed: list[tuple[Any, ...]] = []
     original = spy._generate
     spy._generate = lambda *args: (fed.append(args), original(*args))[1]  # type: ignore[method-assign]
-    list(engine.stream(options))
+    list(spoken(engine, options))
     assert len(fed) == len(inputs)
     for args, item in zip(fed, inputs, strict=True):
         np.testing.assert_array_equal(args[0], item.text_tokens)
-        np.testing.assert_array_equal(args[1], item.voice.prompt_text_tokens)
-        np.testing.assert_array_equal(args[2], item.voice.llm_embedding)
+        np.testing.assert_array_equal(args[1], item.conditioning.prompt_text_tokens)
+        np.testing.assert_array_equal(args[2], item.conditioning.llm_embedding)
         n = item.text_tokens.shape[1]
         assert (item.min_tokens, item.max_tokens) == (3 * n, 4 * n)
-    assert [item.text for item in engine.model_inputs(options, range(1, 2))] == [inputs[1].text]
+    assert [item.text for item in engine.model_inputs(utterance.part(range(1, 2)))] == [inputs[1].text]

@@ -26,15 +26,15 @@ def one_segment() -> None:
     from function.cosyvoice.budget import OverBudget
     from function.cosyvoice.engine import Engine
 
-    original = Engine.stream
+    original = Engine.speak
 
     def one(self: Engine, *args: Any, **kwargs: Any) -> Iterator[Any]:
         chunks = original(self, *args, **kwargs)
-        yield next(chunks)
+        yield next(chunks)  # a job's text has no script: its first item is the first segment's audio
         chunks.close()
         raise OverBudget("injected: this invocation had room for one segment")
 
-    Engine.stream = one  # type: ignore[method-assign]
+    Engine.speak = one  # type: ignore[method-assign]
 
 
 def kill() -> None:
@@ -62,9 +62,9 @@ def at_segment(count: int, act: Callable[[], None]) -> None:
 
 
 def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
-    from function.shared import aws_clients
+    from function.aws import clients
 
-    original, fired = aws_clients._session, [False]
+    original, fired = clients._session, [False]
 
     def hook(params: dict[str, Any], **_: Any) -> None:
         target = str(params.get("Key", params.get("QueueUrl", "")))
@@ -77,7 +77,7 @@ def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
         made.events.register(f"provide-client-params.{SERVICES[operation]}.{operation}", hook)
         return made
 
-    aws_clients._session = session
+    clients._session = session
 
 
 def inject(spec: str) -> None:

@@ -134,9 +134,9 @@ def test_a_job_survives_its_worker_dying_or_its_storage_failing(
 
 @pytest.mark.usefixtures("aws_in_process")
 def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(bucket: str) -> None:
+    from function.instance.settings import Settings
     from function.jobs import store
-    from function.shared.schema import SpeechJob
-    from function.shared.settings import Settings
+    from function.service.schema import SpeechJob
 
     settings = Settings(artifact="unused", output_bucket=bucket)
     job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
@@ -158,10 +158,10 @@ def test_a_worker_that_fails_gives_up_only_its_own_lease(
     the lease (S3 failing) THEN the other worker's lease stays; WHEN the holder gives it up THEN it goes."""
     from types import SimpleNamespace
 
+    from function.aws import s3
+    from function.instance.settings import Settings
     from function.jobs import store, worker
-    from function.shared import storage
-    from function.shared.schema import SpeechJob
-    from function.shared.settings import Settings
+    from function.service.schema import SpeechJob
 
     settings = Settings(artifact="unused", output_bucket=bucket)
     job, _ = store.submit(SpeechJob(id="held-elsewhere", text="Hi.", speaker=SPEAKER), settings)
@@ -169,11 +169,11 @@ def test_a_worker_that_fails_gives_up_only_its_own_lease(
     assert store.take_lease(job, until)  # the first worker, alive and working
 
     def failing(bucket: str, key: str) -> bool:
-        raise storage.StorageError("S3 is unavailable")
+        raise s3.StorageError("S3 is unavailable")
 
-    monkeypatch.setattr(storage, "exists", failing)
+    monkeypatch.setattr(s3, "exists", failing)
     engine = SimpleNamespace(sample_rate=22050)
-    with pytest.raises(storage.StorageError):
+    with pytest.raises(s3.StorageError):
         worker.run(job, engine, settings, None)  # type: ignore[arg-type]
     after = store.status(job)
     assert after is not None and after.lease_until == until and after.held(time.time())

@@ -22,13 +22,13 @@ import httpx
 import pytest
 import soundfile
 
+from function.aws.s3 import PART_BYTES, store_stream
 from function.core.deadline import REPLY_MARGIN_SECONDS
 from function.core.formats import Output
 from function.cosyvoice.budget import expected_speech_seconds
 from function.cosyvoice.contract import MANIFEST_FILE
 from function.jobs.worker import CHECKPOINT_SECONDS
 from function.local.invoke import LocalLambda
-from function.shared.storage import PART_BYTES, store_stream
 from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
 
 # One sentence of 60-80 text tokens is one segment (the splitter packs sentences up to 80): LONG_TEXT is
@@ -370,11 +370,11 @@ class _NoTimeLeft:
 def test_a_record_handed_back_is_received_again_soon_not_after_the_visibility_timeout(
     outcome: str, sqs: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from function.aws.s3 import StorageError
+    from function.instance import settings as settings_module
+    from function.instance.settings import Settings
     from function.jobs import batch
     from function.jobs import queue as job_queue
-    from function.shared import settings as settings_module
-    from function.shared.settings import Settings
-    from function.shared.storage import StorageError
 
     url = sqs.create_queue(QueueName=f"slow-{outcome}", Attributes={"VisibilityTimeout": "3600"})["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"job": "some-job"}))
@@ -429,9 +429,9 @@ def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_letter
     dead_letter_queue: str, sqs: Any, queue: str, bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No dead-letter queue configured (the redrive policy will move it), or SendMessage refused."""
+    from function.instance import settings as settings_module
+    from function.instance.settings import Settings
     from function.jobs import batch
-    from function.shared import settings as settings_module
-    from function.shared.settings import Settings
 
     missing = queue.rsplit("/", 1)[0] + "/no-such-queue"
     settings = Settings(

@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message
 from function.api import admission as admission_module
 from function.api.admission import RETRY_AFTER_SECONDS, SYNTHESIS, Admission, Admit
 from function.core.errors import Busy
-from function.shared.settings import Settings
+from function.instance.settings import Settings
 from tests.function.support import SPEAKER, start_serving, stop, wait_until
 
 # --- the limiter in this process ---------------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""Deployment configuration, read once from the environment (Lambda function settings, container env).
+
+COSYVOICE_ARTIFACT              artifact directory, or s3://bucket/prefix (read into memory); required
+COSYVOICE_OUTPUT_BUCKET         bucket for jobs (their audio, status, parts) and large direct-invoke
+                                results; default none
+COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
+COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
+COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS message); default 100000
+COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue through); default none: no
+                                POST /v1/jobs, and a job that does not finish in one invocation is
+                                handed back to the queue (batchItemFailures) instead of continued
+COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
+                                (or finds no time) is marked failed with the reason; default 5
+COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
+                                that died (killed mid-segment) is taken over once it has run out (never
+                                later than the end of the dead worker's invocation); default 300
+COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
+                                is refused up front or stopped; default 0 = no limit of its own
+COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
+COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU the process may use
+COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
+COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
+                                else 0 = no limit
+COSYVOICE_MAX_CONCURRENT        syntheses at once under `serve` (function.api.admission); default: the CPUs
+                                the process may use / COSYVOICE_THREADS, at least 1
+COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyond which `serve` answers 429;
+                                default twice COSYVOICE_MAX_CONCURRENT
+COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
+                                before cutting them: the longest request served; default 300
+COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
+                                but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
+                                or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
+COSYVOICE_API_KEYS_FILE         a file of such keys, one a line (a mounted Kubernetes Secret), read at start;
+                                its keys join COSYVOICE_API_KEYS'
+COSYVOICE_DEAD_LETTER_QUEUE_URL where an SQS record that can never succeed is sent, body unchanged, with
+                                its reason as message attributes, before it is acknowledged; default none:
+                                such a record is handed back and reaches the queue's dead-letter queue
+                                through its redrive policy
+COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy=中文女,onyx=中文男": changes
+                                or adds entries of function.voices.openai.DEFAULT_VOICES; default "" (as
+                                it is)
+COSYVOICE_VOICE_DIR             a directory (a volume) for saved voices (POST /v1/voices); default none:
+                                they go to the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/",
+                                and with neither the voice routes answer 503 voices_unavailable
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from function.core.options import DEFAULT_MAX_TEXT_CHARS
+from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
+
+# Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
+LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
+DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
+DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
+DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
+RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
+
+
+class SettingsError(ValueError):
+    """The environment does not describe a usable deployment."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    artifact: str  # local directory or s3://bucket/prefix
+    output_bucket: str | None = None
+    output_prefix: str = "tts/"
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    job_max_text_chars: int = DEFAULT_JOB_MAX_TEXT_CHARS
+    job_queue_url: str | None = None
+    job_max_receives: int = DEFAULT_JOB_MAX_RECEIVES
+    job_lease_seconds: int = DEFAULT_JOB_LEASE_SECONDS
+    max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
+    warmup: bool = True
+    threads: int | None = None  # None: every CPU the process may use
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
+    voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VOICES))  # OpenAI name → speaker
+    max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.api.admission)
+    max_queued: int | None = None  # None: twice max_concurrent
+    drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
+    dead_letter_queue_url: str | None = None
+    voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
+
+    @property
+    def artifact_on_s3(self) -> bool:
+        return self.artifact.startswith("s3://")
+
+    def fits_response(self, audio_bytes: int) -> bool:
+        """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
+        if self.max_response_bytes is None:
+            return True
+        return 4 * ((audio_bytes + 2) // 3) + RESPONSE_ENVELOPE <= self.max_response_bytes
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        artifact = env.get("COSYVOICE_ARTIFACT", "").strip()
+        if not artifact:
+            raise SettingsError(
+                "COSYVOICE_ARTIFACT is not set: give an artifact directory or s3://bucket/prefix"
+            )
+        in_lambda = "AWS_LAMBDA_RUNTIME_API" in env or "AWS_LAMBDA_FUNCTION_NAME" in env
+        response_limit = _int(
+            env, "COSYVOICE_MAX_RESPONSE_BYTES", LAMBDA_PAYLOAD_LIMIT if in_lambda else 0, 0
+        )
+        threads = _int(env, "COSYVOICE_THREADS", 0, 0)
+        try:
+            voices = parse_voices(env.get("COSYVOICE_VOICES", ""))
+        except VoiceTableError as exc:
+            raise SettingsError(f"COSYVOICE_VOICES: {exc}") from None
+        return cls(
+            artifact=artifact,
+            output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
+            output_prefix=env.get("COSYVOICE_OUTPUT_PREFIX", cls.output_prefix),
+            max_text_chars=_int(env, "COSYVOICE_MAX_TEXT_CHARS", DEFAULT_MAX_TEXT_CHARS, 1),
+            job_max_text_chars=_int(env, "COSYVOICE_JOB_MAX_TEXT_CHARS", DEFAULT_JOB_MAX_TEXT_CHARS, 1),
+            job_queue_url=env.get("COSYVOICE_JOB_QUEUE_URL", "").strip() or None,
+            job_max_receives=_int(env, "COSYVOICE_JOB_MAX_RECEIVES", DEFAULT_JOB_MAX_RECEIVES, 1),
+            job_lease_seconds=_int(env, "COSYVOICE_JOB_LEASE_SECONDS", DEFAULT_JOB_LEASE_SECONDS, 1),
+            max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
+            warmup=_bool(env, "COSYVOICE_WARMUP", True),
+            threads=threads or None,
+            max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
+            max_response_bytes=response_limit or None,
+            voices=voices,
+            max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
+            max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
+            drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
+            api_keys=_api_keys(env),
+            dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
+            voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
+        )
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    keys = env.get("COSYVOICE_API_KEYS", "").split(",")
+    path = env.get("COSYVOICE_API_KEYS_FILE", "").strip()
+    if path:
+        try:
+            with open(path, encoding="utf-8") as file:
+                keys += file.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} cannot be read: {exc}") from None
+        if not any(key.strip() for key in keys):
+            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} holds no key: the API would be open")
+    found = tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+    if any(not key.isascii() or not key.isprintable() for key in found):
+        raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
+    return found
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    value = _optional_int(env, name, minimum)
+    return default if value is None else value
+
+
+def _optional_int(env: Mapping[str, str], name: str, minimum: int) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={value} is below its minimum {minimum}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r} is not a boolean (use 1 or 0)")
+
+
+_settings: Settings | None = None
+
+
+def get_settings() -> Settings:
+    """The process's settings: read from the environment once, like the model they describe."""
+    global _settings
+    if _settings is None:
+        _settings = Settings.from_env()
+    return _settings
+
+
+def use_settings(settings: Settings) -> None:
+    """Make `settings` the process's settings: a command line that takes them as flags calls this first."""
+    global _settings
+    _settings = settings
+
+
+__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "get_settings", "use_settings"]
