@@ -20,6 +20,10 @@ The second round (issue 25):
   Latin letters left, and the day "2日" read 两日;
 - English: year pairs after "between", "in" or "since" ("between 1980 and 1989") read as amounts, and a
   "+" before a number that empties the whole sentence in the graphs.
+
+The third round:
+- both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
+  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from function.cosyvoice.frontend.currency import CODES, CURRENCIES, EN_NAMES, ZH_NAMES
 from function.cosyvoice.frontend.language import Language
 from function.cosyvoice.frontend.numbers import (
     en_cardinal,
@@ -105,7 +110,7 @@ def _version(point: str, language: Language) -> Callable[[re.Match[str]], str]:
 
 # Capitals glued to three digits or more are a code (a flight, a room, a model), said digit by digit;
 # currency codes are amounts ("USD100").
-_CODE = re.compile(r"(?<![A-Za-z\d])(?!(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\d)([A-Z]{1,4})(\d{3,})(?![\d²³]|\.\d)")
+_CODE = re.compile(rf"(?<![A-Za-z\d])(?!(?:{_words(CODES)})\d)([A-Z]{{1,4}})(\d{{3,}})(?![\d²³]|\.\d)")
 
 # A number and a unit symbol of `units`; a one-letter symbol (W, V) only glued to it ("5 W" may be west).
 _UNIT = re.compile(
@@ -126,6 +131,27 @@ def _en_unit(m: re.Match[str]) -> str:
     # After "a" the measure describes a noun: "a 20W charger" is a twenty watt charger.
     # The number in words too: the graphs read a four-digit one left alone as a year.
     return f"{article or ''}{en_number(number)} {unit.en_one if article or number == '1' else unit.en_many}"
+
+
+def _amounts(names: Iterable[str]) -> re.Pattern[str]:
+    """A decimal amount after a currency sign or code, or before a currency word of `names`."""
+    sign = rf"(?:[{''.join(CURRENCIES)}]|(?<![A-Za-z])(?:{_words(CODES)}))\s?"
+    return re.compile(rf"({sign})?(?<![\d.])(\d+)\.(\d+)(?!\.?\d)(\s?(?:{_words(names)})(?![A-Za-z]))?")
+
+
+def _minor_units(language: Language) -> Rule:
+    """Zero minor units are not said: ¥88.00 is 八十八元 and $5.00 five dollars. Chinese reads an amount
+    as a decimal, so it drops trailing zeros too (¥88.50 is 八十八点五元); English says the cents as a
+    count (five dollars and fifty cents) and drops them only when they are all zero."""
+
+    def drop(m: re.Match[str]) -> str:
+        sign, whole, fraction, name = m.groups()
+        if sign is None and name is None:
+            return m.group()
+        kept = fraction.rstrip("0") if language == "zh" or not fraction.strip("0") else fraction
+        return f"{sign or ''}{whole}{'.' + kept if kept else ''}{name or ''}"
+
+    return _amounts(ZH_NAMES if language == "zh" else EN_NAMES), drop
 
 
 # --- Chinese -------------------------------------------------------------------------------------------
@@ -180,6 +206,7 @@ def _zh_clock(m: re.Match[str]) -> str:
 
 
 _ZH: list[Rule] = [
+    _minor_units("zh"),
     (_VERSION, _version("点", "zh")),
     (_UNIT, _zh_unit),
     (_CODE, lambda m: m.group(1) + zh_digits(m.group(2))),
@@ -209,13 +236,6 @@ _ZH: list[Rule] = [
 
 # --- English -------------------------------------------------------------------------------------------
 
-# (singular, plural, cent unit) per currency symbol; yen has no cents.
-_EN_CURRENCY = {
-    "$": ("dollar", "dollars", "cent"),
-    "€": ("euro", "euros", "cent"),
-    "£": ("pound", "pounds", "penny"),
-    "¥": ("yen", "yen", ""),
-}
 _EN_MONTH_NAMES = "|".join(dict.fromkeys([*_MONTHS.values(), "May"]))
 _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty"
@@ -228,15 +248,20 @@ _SPEED_UNITS = {"mph": "miles per hour", "km/h": "kilometers per hour", "kph": "
 
 def _en_money(m: re.Match[str]) -> str:
     symbol, number, scale = m.groups()
-    singular, plural, cent = _EN_CURRENCY[symbol]
+    currency = CURRENCIES[symbol]
     whole, _, fraction = number.partition(".")
-    if scale or (fraction and (not cent or len(fraction) != 2)):
-        return f"{en_number(number)} {scale + ' ' if scale else ''}{plural}"
+    if scale or (fraction and (not currency.en_cent_one or len(fraction) != 2)):
+        # Read as a decimal: its trailing zeros are not said (¥100.50 is one hundred point five yen).
+        amount = en_number(number.rstrip("0") if fraction else number)
+        return f"{amount} {scale + ' ' if scale else ''}{currency.en_many}"
     units, cents = int(whole), int(fraction or "0")
-    parts = [f"{en_cardinal(whole)} {singular if units == 1 else plural}"] if units or not cents else []
+    parts = (
+        [f"{en_cardinal(whole)} {currency.en_one if units == 1 else currency.en_many}"]
+        if units or not cents
+        else []
+    )
     if cents:
-        cents_unit = cent if cents == 1 else ("pence" if cent == "penny" else cent + "s")
-        parts.append(f"{en_cardinal(str(cents))} {cents_unit}")
+        parts.append(f"{en_cardinal(str(cents))} {currency.en_cent_one if cents == 1 else currency.en_cents}")
     return " and ".join(parts)
 
 
@@ -271,6 +296,7 @@ def _en_year_pair(m: re.Match[str]) -> str:
 
 
 _EN: list[Rule] = [
+    _minor_units("en"),
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
     (_CODE, _en_code),
