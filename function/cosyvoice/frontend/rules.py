@@ -23,7 +23,8 @@ The second round (issue 25):
 
 The third round:
 - both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
-  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元).
+  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
+- Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
 """
 
 from __future__ import annotations
@@ -205,8 +206,17 @@ def _zh_clock(m: re.Match[str]) -> str:
     return (period or "") + hour + (minutes or "点")
 
 
+# WeText's number graph takes a leading 约 or 人均 as part of the number, so in a fraction it lands after
+# 分之 (约1/3 as 三分之约一); the other modifiers (近, 超过, 不到, 仅) are words of their own and read right.
+_ZH_MODIFIED_FRACTION = re.compile(r"(约|人均)(\d+)/(\d+)(?![\d/])")
+
+
 _ZH: list[Rule] = [
     _minor_units("zh"),
+    (
+        _ZH_MODIFIED_FRACTION,
+        lambda m: f"{m.group(1)}{zh_cardinal(m.group(3))}分之{zh_cardinal(m.group(2))}",
+    ),
     (_VERSION, _version("点", "zh")),
     (_UNIT, _zh_unit),
     (_CODE, lambda m: m.group(1) + zh_digits(m.group(2))),
