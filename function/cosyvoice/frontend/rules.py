@@ -24,6 +24,7 @@ The second round (issue 25):
 The third round:
 - both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
   zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
+- both languages: fixed expressions ("24/7", "50/50", "9/11") read as fractions;
 - Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
 """
 
@@ -134,6 +135,28 @@ def _en_unit(m: re.Match[str]) -> str:
     return f"{article or ''}{en_number(number)} {unit.en_one if article or number == '1' else unit.en_many}"
 
 
+# Numbers joined by a slash or an "x" that name something, not a fraction, a date or a product: (Chinese,
+# English). The graphs read "24/7" as twenty four sevenths and "9/11" as 十一分之九.
+_FIXED_EXPRESSIONS: dict[str, tuple[str, str]] = {
+    "24/7/365": ("二十四七三百六十五", "twenty four seven three sixty five"),
+    "24/7": ("二十四七", "twenty four seven"),
+    "24x7": ("二十四乘七", "twenty four seven"),
+    "7x24": ("七乘二十四", "seven by twenty four"),
+    "50/50": ("五十五十", "fifty fifty"),
+    "20/20": ("二十二十", "twenty twenty"),
+    "9/11": ("九一一", "nine eleven"),
+}
+_FIXED_EXPRESSION = re.compile(
+    rf"(?<![\d/.])({_words(re.escape(written).replace('x', '[xX×]') for written in _FIXED_EXPRESSIONS)})"
+    r"(?![\d/]|\.\d)"
+)
+
+
+def _fixed_expression(language: Language) -> Rule:
+    index = 0 if language == "zh" else 1
+    return _FIXED_EXPRESSION, lambda m: _FIXED_EXPRESSIONS[re.sub("[X×]", "x", m.group())][index]
+
+
 def _amounts(names: Iterable[str]) -> re.Pattern[str]:
     """A decimal amount after a currency sign or code, or before a currency word of `names`."""
     sign = rf"(?:[{''.join(CURRENCIES)}]|(?<![A-Za-z])(?:{_words(CODES)}))\s?"
@@ -212,6 +235,7 @@ _ZH_MODIFIED_FRACTION = re.compile(r"(约|人均)(\d+)/(\d+)(?![\d/])")
 
 
 _ZH: list[Rule] = [
+    _fixed_expression("zh"),
     _minor_units("zh"),
     (
         _ZH_MODIFIED_FRACTION,
@@ -306,6 +330,7 @@ def _en_year_pair(m: re.Match[str]) -> str:
 
 
 _EN: list[Rule] = [
+    _fixed_expression("en"),
     _minor_units("en"),
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
