@@ -24,7 +24,9 @@ The second round (issue 25):
 The third round:
 - both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
   zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
-- both languages: fixed expressions ("24/7", "50/50", "9/11") read as fractions;
+- both languages: fixed expressions ("24/7", "50/50", "9/11") read as fractions, and numbers that name
+  something after the words that introduce them (代码, 邮编, 验证码, 账号, 订单号; zip code, order number,
+  PIN) read as amounts where a listener expects digit by digit;
 - Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
 """
 
@@ -229,6 +231,49 @@ def _zh_clock(m: re.Match[str]) -> str:
     return (period or "") + hour + (minutes or "点")
 
 
+# Words after which a number names something (a stock, a postal area, an account, an order, a login) and is
+# said digit by digit; before an amount they take a verb ("代码有300行") and the number stays an amount.
+_ZH_NAMING_WORDS = (
+    "代码",
+    "编码",
+    "邮编",
+    "验证码",
+    "校验码",
+    "动态码",
+    "确认码",
+    "取件码",
+    "取货码",
+    "提货码",
+    "兑换码",
+    "激活码",
+    "邀请码",
+    "优惠码",
+    "密码",
+    "账号",
+    "帐号",
+    "账户",
+    "帐户",
+    "卡号",
+    "单号",
+    "工号",
+    "学号",
+    "编号",
+    "会员号",
+    "客户号",
+    "序列号",
+    "批号",
+    "流水号",
+    "票号",
+)
+# The number may be written in groups ("6222 0210 0123"), each said digit by digit.
+_NAMED_DIGITS = r"(\d{3,}(?:[ -]\d{3,})*)(?![\d%]|[.,-]\d)"
+_ZH_NAMED_NUMBER = re.compile(rf"((?:{_words(_ZH_NAMING_WORDS)})\s*(?:是|为)?\s*[:：]?\s*){_NAMED_DIGITS}")
+
+
+def _named_digits(number: str, digits: Callable[[str], str], space: str) -> str:
+    return space.join(digits(group) for group in re.split("[ -]", number))
+
+
 # WeText's number graph takes a leading 约 or 人均 as part of the number, so in a fraction it lands after
 # 分之 (约1/3 as 三分之约一); the other modifiers (近, 超过, 不到, 仅) are words of their own and read right.
 _ZH_MODIFIED_FRACTION = re.compile(r"(约|人均)(\d+)/(\d+)(?![\d/])")
@@ -244,6 +289,7 @@ _ZH: list[Rule] = [
     (_VERSION, _version("点", "zh")),
     (_UNIT, _zh_unit),
     (_CODE, lambda m: m.group(1) + zh_digits(m.group(2))),
+    (_ZH_NAMED_NUMBER, lambda m: m.group(1) + _named_digits(m.group(2), zh_digits, "")),
     (_ZH_CLOCK, _zh_clock),
     # The graphs read "2日" as a measure, 两日.
     (re.compile(r"(?<=月)(\d{1,2})(?=[日号])"), lambda m: zh_cardinal(m.group(1))),
@@ -278,6 +324,27 @@ _NUMBER_WORD = (
 # Before one of these a number is a measure, which the graphs read well ("1200 kg").
 _UNITS = r"kg|mg|g|km|cm|mm|m|ml|l|mph|kph|ft|lbs?|oz|[kmgt]?b|[kmg]?hz|kw|w|v|mah"
 _SPEED_UNITS = {"mph": "miles per hour", "km/h": "kilometers per hour", "kph": "kilometers per hour"}
+
+
+# What a number names when it is said digit by digit: "zip code 94105", "order number 98765", "order
+# #12345", "PIN 4821"; a bare "number" or "#" is an amount ("the number 42").
+_EN_NAMED = (
+    r"(?:zip|postal|post|area|verification|security|confirmation|access|promo|coupon|discount|activation"
+    r"|login|stock|tracking|reference|booking|reservation|account|order|card|customer|member|membership"
+    r"|policy|invoice|ticket|case|serial|routing|model|part|item|product|transaction|employee|student"
+    r"|passport|licen[cs]e|claim|receipt|user|ID)"
+)
+_EN_NAMED_NUMBER = re.compile(
+    rf"\b({_EN_NAMED}\s+(?:code|number|no\.|#|ID|PIN)|code|zip|postcode|PIN|OTP|passcode|password)"
+    rf"((?:\s+(?:is|was))?\s*:?\s*){_NAMED_DIGITS}",
+    re.IGNORECASE,
+)
+
+
+def _en_named_number(m: re.Match[str]) -> str:
+    name, joint, digits = m.groups()
+    name = re.sub(r"\s*(?:no\.|#)$", " number", name, flags=re.IGNORECASE)
+    return f"{name}{joint or ' '}{_named_digits(digits, en_digits, ', ')}"
 
 
 def _en_money(m: re.Match[str]) -> str:
@@ -335,6 +402,7 @@ _EN: list[Rule] = [
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
     (_CODE, _en_code),
+    (_EN_NAMED_NUMBER, _en_named_number),
     # The graphs drop a whole sentence with "+5" in it ("C++11" is a name).
     (re.compile(r"(?<![\w)+])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
