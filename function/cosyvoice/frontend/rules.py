@@ -27,6 +27,10 @@ The third round:
 - both languages: fixed expressions ("24/7", "50/50", "9/11") read as fractions, and numbers that name
   something after the words that introduce them (代码, 邮编, 验证码, 账号, 订单号; zip code, order number,
   PIN) read as amounts where a listener expects digit by digit;
+- both languages: K, M, B, bn after a number, with a currency sign or without ("3.4M users" as three.four M
+  users, "$2.5B" as two point five dollarsB, 营收$2.5B as 二点五美元B), said as the scale it names
+  (three point four million users, two point five billion dollars, 二十五亿美元) unless it is part of a name
+  ("Seat 12B", "4K video", "a 10K run");
 - Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
 """
 
@@ -43,6 +47,7 @@ from function.cosyvoice.frontend.numbers import (
     en_number,
     en_year,
     read_integer,
+    times_ten_to,
     zh_amount,
     zh_cardinal,
     zh_digits,
@@ -157,6 +162,71 @@ _FIXED_EXPRESSION = re.compile(
 def _fixed_expression(language: Language) -> Rule:
     index = 0 if language == "zh" else 1
     return _FIXED_EXPRESSION, lambda m: _FIXED_EXPRESSIONS[re.sub("[X×]", "x", m.group())][index]
+
+
+# Scale letters after a number ("3.4M users", "$2.5B", "£3bn", "$50K"): the power of ten each names.
+# A lower-case "m" or "b" is one only after a currency sign ("£5m"): alone it is a metre or a bit.
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SCALE_LETTERS = {
+    "K": "thousand",
+    "k": "thousand",
+    "M": "million",
+    "m": "million",
+    "mn": "million",
+    "mln": "million",
+    "B": "billion",
+    "b": "billion",
+    "bn": "billion",
+    "T": "trillion",
+    "tn": "trillion",
+}
+_MONEY_SCALE = rf"(?:\s?({_words(_SCALES)})\b|({_words(_SCALE_LETTERS)})(?![A-Za-z\d])|\s(bn|mn|mln|tn)\b)"
+# Without a sign the letters may be part of a name: a seat, a room or a gate ("Seat 12B", "房间12B", "12B座"),
+# a race or a screen ("a 10K run", "4K video", "4K电视"), and a one-digit K with no word after it ("in 4K").
+_BARE_SCALE = re.compile(
+    r"((?:\b(?i:seat|gate|room|row|apartment|apt|flat|unit|suite|platform|terminal|floor|level|block|bay"
+    r"|section|question|part|figure|table)\.?\s+|(?:座位|房间|座|室|号|登机口|展位)\s*))?"
+    r"(?<![A-Za-z\d.$€£¥])(\d+(?:\.\d+)?)(?:([KkMB])|\s?(bn|mn|mln))(?![A-Za-z\d])"
+)
+_NAME_AFTER = re.compile(
+    r"\s?(?:[座号室栋楼层排区门]|电视|屏|分辨率|视频|显示器|(?i:runs?|races?|walks?|resolution|displays?|screens?"
+    r"|monitors?|tvs?|videos?|content|footage|streaming|hdr|uhd)\b)"
+)
+_WORD_AFTER = re.compile(r"\s?[a-z\u4e00-\u9fff]")
+
+
+def _scale(m: re.Match[str]) -> str | None:
+    """The scale word of a bare number's letters, or None where they are part of a name."""
+    place, number, letter, abbreviation = m.groups()
+    if place or _NAME_AFTER.match(m.string, m.end()):
+        return None
+    if letter in ("K", "k") and len(number) == 1 and not _WORD_AFTER.match(m.string, m.end()):
+        return None
+    return _SCALE_LETTERS[letter or abbreviation]
+
+
+def _zh_scaled(number: str, scale: str) -> str:
+    return zh_amount(times_ten_to(number, _SCALES[scale]))
+
+
+def _zh_money_scaled(m: re.Match[str]) -> str:
+    symbol, number, word, letter, abbreviation = m.groups()
+    return _zh_scaled(number, word or _SCALE_LETTERS[letter or abbreviation]) + CURRENCIES[symbol].zh
+
+
+def _scaled(language: Language) -> Rule:
+    def read(m: re.Match[str]) -> str:
+        scale = _scale(m)
+        if scale is None:
+            return m.group()
+        number = m.group(2)
+        return _zh_scaled(number, scale) if language == "zh" else f"{en_number(number)} {scale}"
+
+    return _BARE_SCALE, read
+
+
+_MONEY = re.compile(rf"([{''.join(CURRENCIES)}])\s?(\d+(?:\.\d+)?){_MONEY_SCALE}?")
+_MONEY_SCALED = re.compile(rf"([{''.join(CURRENCIES)}])\s?(\d+(?:\.\d+)?){_MONEY_SCALE}")
 
 
 def _amounts(names: Iterable[str]) -> re.Pattern[str]:
@@ -282,6 +352,8 @@ _ZH_MODIFIED_FRACTION = re.compile(r"(约|人均)(\d+)/(\d+)(?![\d/])")
 _ZH: list[Rule] = [
     _fixed_expression("zh"),
     _minor_units("zh"),
+    (_MONEY_SCALED, _zh_money_scaled),
+    _scaled("zh"),
     (
         _ZH_MODIFIED_FRACTION,
         lambda m: f"{m.group(1)}{zh_cardinal(m.group(3))}分之{zh_cardinal(m.group(2))}",
@@ -348,7 +420,8 @@ def _en_named_number(m: re.Match[str]) -> str:
 
 
 def _en_money(m: re.Match[str]) -> str:
-    symbol, number, scale = m.groups()
+    symbol, number, word, letter, abbreviation = m.groups()
+    scale = word or _SCALE_LETTERS.get(letter or abbreviation)
     currency = CURRENCIES[symbol]
     whole, _, fraction = number.partition(".")
     if scale or (fraction and (not currency.en_cent_one or len(fraction) != 2)):
@@ -406,7 +479,8 @@ _EN: list[Rule] = [
     # The graphs drop a whole sentence with "+5" in it ("C++11" is a name).
     (re.compile(r"(?<![\w)+])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
-    (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
+    (_MONEY, _en_money),
+    _scaled("en"),
     (
         re.compile(r"\b((?:1\d|20)\d\d)\s?[-–]\s?((?:1\d|20)\d\d)\b"),
         lambda m: f"{en_year(m.group(1))} to {en_year(m.group(2))}",
