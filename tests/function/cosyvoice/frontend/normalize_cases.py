@@ -211,6 +211,7 @@ TABLE: list[Case] = [
     ("codes", "Your order number is 98765.", "Your order number is nine eight seven six five."),
     ("codes", "Order #12345 has shipped.", "Order number one two three four five has shipped."),
     ("codes", "Your PIN is 4821.", "Your PIN is four eight two one."),
+    ("codes", "Your card ending in 4821 was charged.", "Your card ending in four eight two one was charged."),
     ("codes", "The number 42 is the answer.", "The number forty-two is the answer."),
     # --- a modifier before a fraction ---
     ("fractions", "约1/3的用户选择了续费。", "约三分之一的用户选择了续费。"),
@@ -235,6 +236,9 @@ TABLE: list[Case] = [
     ("money", "It costs ¥100.00.", "It costs one hundred yen."),
     ("money", "The fee is €12.00.", "The fee is twelve euros."),
     ("money", "It costs 5.00 dollars.", "It costs five dollars."),
+    ("money", "It costs HK$100.00.", "It costs one hundred Hong Kong dollars."),
+    ("money", "售价HK$100.00", "售价一百港元"),
+    ("money", "US$5.50 a cup", "five US dollars and fifty cents a cup|five dollars and fifty cents a cup"),
     # --- fixed expressions ---
     ("fixed", "Support is available 24/7.", "Support is available twenty four seven."),
     ("fixed", "Call us 24x7.", "Call us twenty four seven.|Call us twenty four by seven."),
@@ -244,6 +248,8 @@ TABLE: list[Case] = [
     ("fixed", "客服24/7在线", "客服二十四七在线|客服二十四乘七在线"),
     ("fixed", "9/11事件", "九一一事件|九幺幺事件"),
     ("fixed", "Only 1/5 of them came.", "Only one fifth of them came."),
+    ("fixed", "A 4x4 truck.", "A four by four truck."),
+    ("fixed", "It plays 1080p video.", "It plays ten eighty p video."),
     # --- K/M/B/bn after a number ---
     ("scales", "The app has 3.4M users.", "The app has three point four million users."),
     ("scales", "Revenue hit $2.5B.", "Revenue hit two point five billion dollars."),
@@ -254,6 +260,8 @@ TABLE: list[Case] = [
     ("scales", "The deal is worth €1.2bn.", "The deal is worth one point two billion euros."),
     ("scales", "Seat 12B is free.", "Seat twelve B is free."),
     ("scales", "Stream it in 4K.", "Stream it in four K."),
+    ("scales", "The post got 5K likes.", "The post got five thousand likes."),
+    ("scales", "A 10K run.", "A ten K run."),
     ("scales", "用户数达3.4M", "用户数达三百四十万"),
     ("scales", "营收$2.5B", "营收二十五亿美元"),
     ("scales", "融资$50K", "融资五万美元"),
