@@ -1,8 +1,9 @@
 """The currencies the front end reads, and how each is said in Chinese and English.
 
-A sign before an amount ("$5", "€12") is read by the rules in English and by WeText's Chinese graph in
-Chinese (which knows these signs and the ISO codes in `CODES`); the rules use this table where they write
-an amount out themselves (a scale such as "$2.5B") and to find the amounts whose minor units are zero.
+A sign before an amount ("$5", "€12", "HK$100") is read by the rules in English; in Chinese WeText's graph
+reads the one-character signs and the ISO codes in `CODES`, and the rules the others ("HK$" it reads as
+HK and 美元) and every amount they write out themselves (a scale such as "$2.5B"). The rules also find the
+amounts whose minor units are zero by these signs, codes and names.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ CURRENCIES: dict[str, Currency] = {
     "€": Currency("欧元", "euro", "euros", "cent", "cents"),
     "£": Currency("英镑", "pound", "pounds", "penny", "pence"),
     "¥": Currency("元", "yen", "yen", "", ""),
+    "US$": Currency("美元", "US dollar", "US dollars", "cent", "cents"),
+    "HK$": Currency("港元", "Hong Kong dollar", "Hong Kong dollars", "cent", "cents"),
+    "NT$": Currency("新台币", "New Taiwan dollar", "New Taiwan dollars", "cent", "cents"),
+    "A$": Currency("澳元", "Australian dollar", "Australian dollars", "cent", "cents"),
+    "C$": Currency("加元", "Canadian dollar", "Canadian dollars", "cent", "cents"),
+    "S$": Currency("新加坡元", "Singapore dollar", "Singapore dollars", "cent", "cents"),
 }
 # Currency codes written before an amount ("HKD100"); WeText's Chinese graph names each but RMB.
 CODES = (

@@ -24,9 +24,10 @@ The second round (issue 25):
 The third round:
 - both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
   zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
-- both languages: fixed expressions ("24/7", "50/50", "9/11") read as fractions, and numbers that name
-  something after the words that introduce them (代码, 邮编, 验证码, 账号, 订单号; zip code, order number,
-  PIN) read as amounts where a listener expects digit by digit;
+- both languages: fixed expressions read as fractions, products or amounts ("24/7", "50/50", "9/11",
+  "4x4", "1080p"), numbers that name something after the words that introduce them (代码, 邮编, 验证码,
+  账号, 订单号; zip code, order number, PIN, "ending in") read as amounts where a listener expects digit by
+  digit, and dollars with a country's letters ("HK$100" as HKone hundred dollars, HK一百美元);
 - both languages: K, M, B, bn after a number, with a currency sign or without ("3.4M users" as three.four M
   users, "$2.5B" as two point five dollarsB, 营收$2.5B as 二点五美元B), said as the scale it names
   (three point four million users, two point five billion dollars, 二十五亿美元) unless it is part of a name
@@ -142,8 +143,8 @@ def _en_unit(m: re.Match[str]) -> str:
     return f"{article or ''}{en_number(number)} {unit.en_one if article or number == '1' else unit.en_many}"
 
 
-# Numbers joined by a slash or an "x" that name something, not a fraction, a date or a product: (Chinese,
-# English). The graphs read "24/7" as twenty four sevenths and "9/11" as 十一分之九.
+# Numbers that name something, not a fraction, a date, a product or an amount: (Chinese, English). The
+# graphs read "24/7" as twenty four sevenths, "9/11" as 十一分之九 and "1080p" as one thousand eighty p.
 _FIXED_EXPRESSIONS: dict[str, tuple[str, str]] = {
     "24/7/365": ("二十四七三百六十五", "twenty four seven three sixty five"),
     "24/7": ("二十四七", "twenty four seven"),
@@ -152,17 +153,26 @@ _FIXED_EXPRESSIONS: dict[str, tuple[str, str]] = {
     "50/50": ("五十五十", "fifty fifty"),
     "20/20": ("二十二十", "twenty twenty"),
     "9/11": ("九一一", "nine eleven"),
+    "4x4": ("四乘四", "four by four"),
+    "480p": ("四八零P", "four eighty p"),
+    "720p": ("七二零P", "seven twenty p"),
+    "1080p": ("一零八零P", "ten eighty p"),
+    "1440p": ("一四四零P", "fourteen forty p"),
 }
 _FIXED_EXPRESSION = re.compile(
-    rf"(?<![\d/.])({_words(re.escape(written).replace('x', '[xX×]') for written in _FIXED_EXPRESSIONS)})"
-    r"(?![\d/]|\.\d)"
+    rf"(?<![A-Za-z\d/.])({_words(re.escape(written).replace('x', '[x×]') for written in _FIXED_EXPRESSIONS)})"
+    r"(?![A-Za-z\d/]|\.\d)",
+    re.IGNORECASE,
 )
 
 
 def _fixed_expression(language: Language) -> Rule:
     index = 0 if language == "zh" else 1
-    return _FIXED_EXPRESSION, lambda m: _FIXED_EXPRESSIONS[re.sub("[X×]", "x", m.group())][index]
+    return _FIXED_EXPRESSION, lambda m: _FIXED_EXPRESSIONS[m.group().lower().replace("×", "x")][index]
 
+
+# A currency sign before an amount ("$", "HK$"); "HK$" is one sign, not HK and "$".
+_SIGN = rf"(?<![A-Za-z])(?:{_words(re.escape(sign) for sign in CURRENCIES)})"
 
 # Scale letters after a number ("3.4M users", "$2.5B", "£3bn", "$50K"): the power of ten each names.
 # A lower-case "m" or "b" is one only after a currency sign ("£5m"): alone it is a metre or a bit.
@@ -225,13 +235,17 @@ def _scaled(language: Language) -> Rule:
     return _BARE_SCALE, read
 
 
-_MONEY = re.compile(rf"([{''.join(CURRENCIES)}])\s?(\d+(?:\.\d+)?){_MONEY_SCALE}?")
-_MONEY_SCALED = re.compile(rf"([{''.join(CURRENCIES)}])\s?(\d+(?:\.\d+)?){_MONEY_SCALE}")
+_MONEY = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}?")
+_MONEY_SCALED = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}")
+# Signs WeText's Chinese graph does not know ("HK$" it reads as HK and 美元).
+_ZH_MONEY_WRITTEN_OUT = re.compile(
+    rf"(?<![A-Za-z])({_words(re.escape(sign) for sign in CURRENCIES if len(sign) > 1)})\s?(\d+(?:\.\d+)?)"
+)
 
 
 def _amounts(names: Iterable[str]) -> re.Pattern[str]:
     """A decimal amount after a currency sign or code, or before a currency word of `names`."""
-    sign = rf"(?:[{''.join(CURRENCIES)}]|(?<![A-Za-z])(?:{_words(CODES)}))\s?"
+    sign = rf"(?:{_SIGN}|(?<![A-Za-z])(?:{_words(CODES)}))\s?"
     return re.compile(rf"({sign})?(?<![\d.])(\d+)\.(\d+)(?!\.?\d)(\s?(?:{_words(names)})(?![A-Za-z]))?")
 
 
@@ -353,6 +367,7 @@ _ZH: list[Rule] = [
     _fixed_expression("zh"),
     _minor_units("zh"),
     (_MONEY_SCALED, _zh_money_scaled),
+    (_ZH_MONEY_WRITTEN_OUT, lambda m: zh_amount(m.group(2)) + CURRENCIES[m.group(1)].zh),
     _scaled("zh"),
     (
         _ZH_MODIFIED_FRACTION,
@@ -407,7 +422,8 @@ _EN_NAMED = (
     r"|passport|licen[cs]e|claim|receipt|user|ID)"
 )
 _EN_NAMED_NUMBER = re.compile(
-    rf"\b({_EN_NAMED}\s+(?:code|number|no\.|#|ID|PIN)|code|zip|postcode|PIN|OTP|passcode|password)"
+    rf"\b({_EN_NAMED}\s+(?:code|number|no\.|#|ID|PIN)|code|zip|postcode|PIN|OTP|passcode|password"
+    r"|ending\s+(?:in|with))"
     rf"((?:\s+(?:is|was))?\s*:?\s*){_NAMED_DIGITS}",
     re.IGNORECASE,
 )
