@@ -237,10 +237,6 @@ def _scaled(language: Language) -> Rule:
 
 _MONEY = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}?")
 _MONEY_SCALED = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}")
-# Signs WeText's Chinese graph does not know ("HK$" it reads as HK and 美元).
-_ZH_MONEY_WRITTEN_OUT = re.compile(
-    rf"(?<![A-Za-z])({_words(re.escape(sign) for sign in CURRENCIES if len(sign) > 1)})\s?(\d+(?:\.\d+)?)"
-)
 
 
 def _amounts(names: Iterable[str]) -> re.Pattern[str]:
@@ -357,6 +353,11 @@ _ZH_NAMED_NUMBER = re.compile(rf"((?:{_words(_ZH_NAMING_WORDS)})\s*(?:是|为)?\
 def _named_digits(number: str, digits: Callable[[str], str], space: str) -> str:
     return space.join(digits(group) for group in re.split("[ -]", number))
 
+
+# Signs WeText's Chinese graph does not know ("HK$" it reads as HK and 美元).
+_ZH_MONEY_WRITTEN_OUT = re.compile(
+    rf"(?<![A-Za-z])({_words(re.escape(sign) for sign in CURRENCIES if len(sign) > 1)})\s?(\d+(?:\.\d+)?)"
+)
 
 # WeText's number graph takes a leading 约 or 人均 as part of the number, so in a fraction it lands after
 # 分之 (约1/3 as 三分之约一); the other modifiers (近, 超过, 不到, 仅) are words of their own and read right.
