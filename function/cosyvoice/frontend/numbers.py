@@ -6,6 +6,8 @@ number, a version) live in `rules`.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from function.cosyvoice.frontend.language import Language
 
 _ONES = (
@@ -164,6 +166,12 @@ def zh_amount(number: str) -> str:
     return spoken
 
 
+def times_ten_to(number: str, power: int) -> str:
+    """'3.4', 6 → '3400000', '1.2345', 3 → '1234.5': the number with its point moved, in digits."""
+    digits = format(Decimal(number).scaleb(power), "f")
+    return digits.rstrip("0").rstrip(".") if "." in digits else digits
+
+
 def zh_digits(digits: str) -> str:
     """'2024' → '二零二四' (years, phone numbers, decimals' fraction part)."""
     return "".join(_ZH_DIGITS[int(d)] for d in digits)
@@ -175,6 +183,7 @@ __all__ = [
     "en_number",
     "en_year",
     "read_integer",
+    "times_ten_to",
     "zh_amount",
     "zh_cardinal",
     "zh_digits",

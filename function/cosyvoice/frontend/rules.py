@@ -20,6 +20,19 @@ The second round (issue 25):
   Latin letters left, and the day "2日" read 两日;
 - English: year pairs after "between", "in" or "since" ("between 1980 and 1989") read as amounts, and a
   "+" before a number that empties the whole sentence in the graphs.
+
+The third round:
+- both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
+  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
+- both languages: fixed expressions read as fractions, products or amounts ("24/7", "50/50", "9/11",
+  "4x4", "1080p"), numbers that name something after the words that introduce them (代码, 邮编, 验证码,
+  账号, 订单号; zip code, order number, PIN, "ending in") read as amounts where a listener expects digit by
+  digit, and dollars with a country's letters ("HK$100" as HKone hundred dollars, HK一百美元);
+- both languages: K, M, B, bn after a number, with a currency sign or without ("3.4M users" as three.four M
+  users, "$2.5B" as two point five dollarsB, 营收$2.5B as 二点五美元B), said as the scale it names
+  (three point four million users, two point five billion dollars, 二十五亿美元) unless it is part of a name
+  ("Seat 12B", "4K video", "a 10K run");
+- Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from function.cosyvoice.frontend.currency import CODES, CURRENCIES, EN_NAMES, ZH_NAMES
 from function.cosyvoice.frontend.language import Language
 from function.cosyvoice.frontend.numbers import (
     en_cardinal,
@@ -34,6 +48,7 @@ from function.cosyvoice.frontend.numbers import (
     en_number,
     en_year,
     read_integer,
+    times_ten_to,
     zh_amount,
     zh_cardinal,
     zh_digits,
@@ -105,7 +120,7 @@ def _version(point: str, language: Language) -> Callable[[re.Match[str]], str]:
 
 # Capitals glued to three digits or more are a code (a flight, a room, a model), said digit by digit;
 # currency codes are amounts ("USD100").
-_CODE = re.compile(r"(?<![A-Za-z\d])(?!(?:USD|RMB|CNY|EUR|GBP|JPY|HKD)\d)([A-Z]{1,4})(\d{3,})(?![\d²³]|\.\d)")
+_CODE = re.compile(rf"(?<![A-Za-z\d])(?!(?:{_words(CODES)})\d)([A-Z]{{1,4}})(\d{{3,}})(?![\d²³]|\.\d)")
 
 # A number and a unit symbol of `units`; a one-letter symbol (W, V) only glued to it ("5 W" may be west).
 _UNIT = re.compile(
@@ -126,6 +141,123 @@ def _en_unit(m: re.Match[str]) -> str:
     # After "a" the measure describes a noun: "a 20W charger" is a twenty watt charger.
     # The number in words too: the graphs read a four-digit one left alone as a year.
     return f"{article or ''}{en_number(number)} {unit.en_one if article or number == '1' else unit.en_many}"
+
+
+# Numbers that name something, not a fraction, a date, a product or an amount: (Chinese, English). The
+# graphs read "24/7" as twenty four sevenths, "9/11" as 十一分之九 and "1080p" as one thousand eighty p.
+_FIXED_EXPRESSIONS: dict[str, tuple[str, str]] = {
+    "24/7/365": ("二十四七三百六十五", "twenty four seven three sixty five"),
+    "24/7": ("二十四七", "twenty four seven"),
+    "24x7": ("二十四乘七", "twenty four seven"),
+    "7x24": ("七乘二十四", "seven by twenty four"),
+    "50/50": ("五十五十", "fifty fifty"),
+    "20/20": ("二十二十", "twenty twenty"),
+    "9/11": ("九一一", "nine eleven"),
+    "4x4": ("四乘四", "four by four"),
+    "480p": ("四八零P", "four eighty p"),
+    "720p": ("七二零P", "seven twenty p"),
+    "1080p": ("一零八零P", "ten eighty p"),
+    "1440p": ("一四四零P", "fourteen forty p"),
+}
+_FIXED_EXPRESSION = re.compile(
+    rf"(?<![A-Za-z\d/.])({_words(re.escape(written).replace('x', '[x×]') for written in _FIXED_EXPRESSIONS)})"
+    r"(?![A-Za-z\d/]|\.\d)",
+    re.IGNORECASE,
+)
+
+
+def _fixed_expression(language: Language) -> Rule:
+    index = 0 if language == "zh" else 1
+    return _FIXED_EXPRESSION, lambda m: _FIXED_EXPRESSIONS[m.group().lower().replace("×", "x")][index]
+
+
+# A currency sign before an amount ("$", "HK$"); "HK$" is one sign, not HK and "$".
+_SIGN = rf"(?<![A-Za-z])(?:{_words(re.escape(sign) for sign in CURRENCIES)})"
+
+# Scale letters after a number ("3.4M users", "$2.5B", "£3bn", "$50K"): the power of ten each names.
+# A lower-case "m" or "b" is one only after a currency sign ("£5m"): alone it is a metre or a bit.
+_SCALES = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SCALE_LETTERS = {
+    "K": "thousand",
+    "k": "thousand",
+    "M": "million",
+    "m": "million",
+    "mn": "million",
+    "mln": "million",
+    "B": "billion",
+    "b": "billion",
+    "bn": "billion",
+    "T": "trillion",
+    "tn": "trillion",
+}
+_MONEY_SCALE = rf"(?:\s?({_words(_SCALES)})\b|({_words(_SCALE_LETTERS)})(?![A-Za-z\d])|\s(bn|mn|mln|tn)\b)"
+# Without a sign the letters may be part of a name: a seat, a room or a gate ("Seat 12B", "房间12B", "12B座"),
+# a race or a screen ("a 10K run", "4K video", "4K电视"), and a one-digit K with no word after it ("in 4K").
+_BARE_SCALE = re.compile(
+    r"((?:\b(?i:seat|gate|room|row|apartment|apt|flat|unit|suite|platform|terminal|floor|level|block|bay"
+    r"|section|question|part|figure|table)\.?\s+|(?:座位|房间|座|室|号|登机口|展位)\s*))?"
+    r"(?<![A-Za-z\d.$€£¥])(\d+(?:\.\d+)?)(?:([KkMB])|\s?(bn|mn|mln))(?![A-Za-z\d])"
+)
+_NAME_AFTER = re.compile(
+    r"\s?(?:[座号室栋楼层排区门]|电视|屏|分辨率|视频|显示器|(?i:runs?|races?|walks?|resolution|displays?|screens?"
+    r"|monitors?|tvs?|videos?|content|footage|streaming|hdr|uhd)\b)"
+)
+_WORD_AFTER = re.compile(r"\s?[a-z\u4e00-\u9fff]")
+
+
+def _scale(m: re.Match[str]) -> str | None:
+    """The scale word of a bare number's letters, or None where they are part of a name."""
+    place, number, letter, abbreviation = m.groups()
+    if place or _NAME_AFTER.match(m.string, m.end()):
+        return None
+    if letter in ("K", "k") and len(number) == 1 and not _WORD_AFTER.match(m.string, m.end()):
+        return None
+    return _SCALE_LETTERS[letter or abbreviation]
+
+
+def _zh_scaled(number: str, scale: str) -> str:
+    return zh_amount(times_ten_to(number, _SCALES[scale]))
+
+
+def _zh_money_scaled(m: re.Match[str]) -> str:
+    symbol, number, word, letter, abbreviation = m.groups()
+    return _zh_scaled(number, word or _SCALE_LETTERS[letter or abbreviation]) + CURRENCIES[symbol].zh
+
+
+def _scaled(language: Language) -> Rule:
+    def read(m: re.Match[str]) -> str:
+        scale = _scale(m)
+        if scale is None:
+            return m.group()
+        number = m.group(2)
+        return _zh_scaled(number, scale) if language == "zh" else f"{en_number(number)} {scale}"
+
+    return _BARE_SCALE, read
+
+
+_MONEY = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}?")
+_MONEY_SCALED = re.compile(rf"({_SIGN})\s?(\d+(?:\.\d+)?){_MONEY_SCALE}")
+
+
+def _amounts(names: Iterable[str]) -> re.Pattern[str]:
+    """A decimal amount after a currency sign or code, or before a currency word of `names`."""
+    sign = rf"(?:{_SIGN}|(?<![A-Za-z])(?:{_words(CODES)}))\s?"
+    return re.compile(rf"({sign})?(?<![\d.])(\d+)\.(\d+)(?!\.?\d)(\s?(?:{_words(names)})(?![A-Za-z]))?")
+
+
+def _minor_units(language: Language) -> Rule:
+    """Zero minor units are not said: ¥88.00 is 八十八元 and $5.00 five dollars. Chinese reads an amount
+    as a decimal, so it drops trailing zeros too (¥88.50 is 八十八点五元); English says the cents as a
+    count (five dollars and fifty cents) and drops them only when they are all zero."""
+
+    def drop(m: re.Match[str]) -> str:
+        sign, whole, fraction, name = m.groups()
+        if sign is None and name is None:
+            return m.group()
+        kept = fraction.rstrip("0") if language == "zh" or not fraction.strip("0") else fraction
+        return f"{sign or ''}{whole}{'.' + kept if kept else ''}{name or ''}"
+
+    return _amounts(ZH_NAMES if language == "zh" else EN_NAMES), drop
 
 
 # --- Chinese -------------------------------------------------------------------------------------------
@@ -179,10 +311,73 @@ def _zh_clock(m: re.Match[str]) -> str:
     return (period or "") + hour + (minutes or "点")
 
 
+# Words after which a number names something (a stock, a postal area, an account, an order, a login) and is
+# said digit by digit; before an amount they take a verb ("代码有300行") and the number stays an amount.
+_ZH_NAMING_WORDS = (
+    "代码",
+    "编码",
+    "邮编",
+    "验证码",
+    "校验码",
+    "动态码",
+    "确认码",
+    "取件码",
+    "取货码",
+    "提货码",
+    "兑换码",
+    "激活码",
+    "邀请码",
+    "优惠码",
+    "密码",
+    "账号",
+    "帐号",
+    "账户",
+    "帐户",
+    "卡号",
+    "单号",
+    "工号",
+    "学号",
+    "编号",
+    "会员号",
+    "客户号",
+    "序列号",
+    "批号",
+    "流水号",
+    "票号",
+)
+# The number may be written in groups ("6222 0210 0123"), each said digit by digit.
+_NAMED_DIGITS = r"(\d{3,}(?:[ -]\d{3,})*)(?![\d%]|[.,-]\d)"
+_ZH_NAMED_NUMBER = re.compile(rf"((?:{_words(_ZH_NAMING_WORDS)})\s*(?:是|为)?\s*[:：]?\s*){_NAMED_DIGITS}")
+
+
+def _named_digits(number: str, digits: Callable[[str], str], space: str) -> str:
+    return space.join(digits(group) for group in re.split("[ -]", number))
+
+
+# Signs WeText's Chinese graph does not know ("HK$" it reads as HK and 美元).
+_ZH_MONEY_WRITTEN_OUT = re.compile(
+    rf"(?<![A-Za-z])({_words(re.escape(sign) for sign in CURRENCIES if len(sign) > 1)})\s?(\d+(?:\.\d+)?)"
+)
+
+# WeText's number graph takes a leading 约 or 人均 as part of the number, so in a fraction it lands after
+# 分之 (约1/3 as 三分之约一); the other modifiers (近, 超过, 不到, 仅) are words of their own and read right.
+_ZH_MODIFIED_FRACTION = re.compile(r"(约|人均)(\d+)/(\d+)(?![\d/])")
+
+
 _ZH: list[Rule] = [
+    _fixed_expression("zh"),
+    _minor_units("zh"),
+    (_MONEY_SCALED, _zh_money_scaled),
+    (_ZH_MONEY_WRITTEN_OUT, lambda m: zh_amount(m.group(2)) + CURRENCIES[m.group(1)].zh),
+    _scaled("zh"),
+    (
+        _ZH_MODIFIED_FRACTION,
+        lambda m: f"{m.group(1)}{zh_cardinal(m.group(3))}分之{zh_cardinal(m.group(2))}",
+    ),
     (_VERSION, _version("点", "zh")),
     (_UNIT, _zh_unit),
     (_CODE, lambda m: m.group(1) + zh_digits(m.group(2))),
+    (_ZH_NAMED_NUMBER, lambda m: m.group(1) + _named_digits(m.group(2), zh_digits, "")),
     (_ZH_CLOCK, _zh_clock),
     # The graphs read "2日" as a measure, 两日.
     (re.compile(r"(?<=月)(\d{1,2})(?=[日号])"), lambda m: zh_cardinal(m.group(1))),
@@ -209,13 +404,6 @@ _ZH: list[Rule] = [
 
 # --- English -------------------------------------------------------------------------------------------
 
-# (singular, plural, cent unit) per currency symbol; yen has no cents.
-_EN_CURRENCY = {
-    "$": ("dollar", "dollars", "cent"),
-    "€": ("euro", "euros", "cent"),
-    "£": ("pound", "pounds", "penny"),
-    "¥": ("yen", "yen", ""),
-}
 _EN_MONTH_NAMES = "|".join(dict.fromkeys([*_MONTHS.values(), "May"]))
 _NUMBER_WORD = (
     r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty"
@@ -226,17 +414,45 @@ _UNITS = r"kg|mg|g|km|cm|mm|m|ml|l|mph|kph|ft|lbs?|oz|[kmgt]?b|[kmg]?hz|kw|w|v|m
 _SPEED_UNITS = {"mph": "miles per hour", "km/h": "kilometers per hour", "kph": "kilometers per hour"}
 
 
+# What a number names when it is said digit by digit: "zip code 94105", "order number 98765", "order
+# #12345", "PIN 4821"; a bare "number" or "#" is an amount ("the number 42").
+_EN_NAMED = (
+    r"(?:zip|postal|post|area|verification|security|confirmation|access|promo|coupon|discount|activation"
+    r"|login|stock|tracking|reference|booking|reservation|account|order|card|customer|member|membership"
+    r"|policy|invoice|ticket|case|serial|routing|model|part|item|product|transaction|employee|student"
+    r"|passport|licen[cs]e|claim|receipt|user|ID)"
+)
+_EN_NAMED_NUMBER = re.compile(
+    rf"\b({_EN_NAMED}\s+(?:code|number|no\.|#|ID|PIN)|code|zip|postcode|PIN|OTP|passcode|password"
+    r"|ending\s+(?:in|with))"
+    rf"((?:\s+(?:is|was))?\s*:?\s*){_NAMED_DIGITS}",
+    re.IGNORECASE,
+)
+
+
+def _en_named_number(m: re.Match[str]) -> str:
+    name, joint, digits = m.groups()
+    name = re.sub(r"\s*(?:no\.|#)$", " number", name, flags=re.IGNORECASE)
+    return f"{name}{joint or ' '}{_named_digits(digits, en_digits, ', ')}"
+
+
 def _en_money(m: re.Match[str]) -> str:
-    symbol, number, scale = m.groups()
-    singular, plural, cent = _EN_CURRENCY[symbol]
+    symbol, number, word, letter, abbreviation = m.groups()
+    scale = word or _SCALE_LETTERS.get(letter or abbreviation)
+    currency = CURRENCIES[symbol]
     whole, _, fraction = number.partition(".")
-    if scale or (fraction and (not cent or len(fraction) != 2)):
-        return f"{en_number(number)} {scale + ' ' if scale else ''}{plural}"
+    if scale or (fraction and (not currency.en_cent_one or len(fraction) != 2)):
+        # Read as a decimal: its trailing zeros are not said (¥100.50 is one hundred point five yen).
+        amount = en_number(number.rstrip("0") if fraction else number)
+        return f"{amount} {scale + ' ' if scale else ''}{currency.en_many}"
     units, cents = int(whole), int(fraction or "0")
-    parts = [f"{en_cardinal(whole)} {singular if units == 1 else plural}"] if units or not cents else []
+    parts = (
+        [f"{en_cardinal(whole)} {currency.en_one if units == 1 else currency.en_many}"]
+        if units or not cents
+        else []
+    )
     if cents:
-        cents_unit = cent if cents == 1 else ("pence" if cent == "penny" else cent + "s")
-        parts.append(f"{en_cardinal(str(cents))} {cents_unit}")
+        parts.append(f"{en_cardinal(str(cents))} {currency.en_cent_one if cents == 1 else currency.en_cents}")
     return " and ".join(parts)
 
 
@@ -271,13 +487,17 @@ def _en_year_pair(m: re.Match[str]) -> str:
 
 
 _EN: list[Rule] = [
+    _fixed_expression("en"),
+    _minor_units("en"),
     (_VERSION, _version(" point ", "en")),
     (_UNIT, _en_unit),
     (_CODE, _en_code),
+    (_EN_NAMED_NUMBER, _en_named_number),
     # The graphs drop a whole sentence with "+5" in it ("C++11" is a name).
     (re.compile(r"(?<![\w)+])\+(?=\d)"), lambda m: "plus "),
     (re.compile(r"\bNo\.\s*(?=\d)"), lambda m: "number "),
-    (re.compile(r"([$€£¥])\s?(\d+(?:\.\d+)?)(?:\s?(thousand|million|billion|trillion)\b)?"), _en_money),
+    (_MONEY, _en_money),
+    _scaled("en"),
     (
         re.compile(r"\b((?:1\d|20)\d\d)\s?[-–]\s?((?:1\d|20)\d\d)\b"),
         lambda m: f"{en_year(m.group(1))} to {en_year(m.group(2))}",

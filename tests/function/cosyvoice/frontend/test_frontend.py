@@ -13,7 +13,14 @@ from function.core.errors import ArtifactError
 from function.cosyvoice.frontend import TextTokenizer, fst, normalize_text, prepare_text
 from function.cosyvoice.frontend.language import is_only_punctuation, language_of
 from function.cosyvoice.frontend.normalize import normalize
-from function.cosyvoice.frontend.numbers import en_cardinal, en_year, read_integer, zh_amount, zh_cardinal
+from function.cosyvoice.frontend.numbers import (
+    en_cardinal,
+    en_year,
+    read_integer,
+    times_ten_to,
+    zh_amount,
+    zh_cardinal,
+)
 from function.cosyvoice.frontend.split import MAX_UNITS, MERGE_UNITS, split_paragraph
 from function.cosyvoice.frontend.tokenizer import VOCAB_SIZE
 
@@ -141,6 +148,19 @@ def test_chinese_amounts_before_a_measure_word_say_liang() -> None:
         "十二",
         "二点五",
         "两万",
+    ]
+
+
+def test_a_scale_moves_the_point_exactly() -> None:
+    """No float on the way: 2.3 million is 2300000, not 2299999.9999999995."""
+    assert [
+        times_ten_to(n, p) for n, p in (("3.4", 6), ("2.3", 6), ("1.2345", 3), ("50", 3), ("2.50", 9))
+    ] == [
+        "3400000",
+        "2300000",
+        "1234.5",
+        "50000",
+        "2500000000",
     ]
 
 
