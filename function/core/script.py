@@ -20,7 +20,10 @@ class Spoken:
     """A run of text read in one go (one `sentence` mark), at one speed, gain and language."""
 
     text: str  # what to say, before normalisation
-    start: int  # byte span of the run in the input
+    # Byte span of the run in the input, from its first character to its last: punctuation written after
+    # a closing tag, a break or a mark closes the run before it (function.markup.ssml), so the span of
+    # "quickly." in `<prosody rate="fast">quickly</prosody>.` holds the closing tag too.
+    start: int
     end: int
     speed: float = 1.0  # tempo factor, checked against function.core.options' range by the edge
     gain: float = 1.0  # linear amplitude factor

@@ -2,9 +2,18 @@
 
 `<speak>`, `<p>` and `<s>` bound sentences; `<break time|strength>` is silence; `<prosody rate|volume>` a
 speed and a gain (`pitch` is refused: the model cannot change it); `<say-as interpret-as>` is read in that
-mode (function.cosyvoice.frontend.say_as); `<sub alias>` says the alias; `<lang xml:lang>` picks the
-model's language tag; `<mark name>` is reported as an `ssml` speech mark. Anything else is refused with
-its name and position, malformed XML with its line and column.
+mode (function.cosyvoice.frontend.say_as), an `expletive` is silence as long as the word it hides;
+`<sub alias>` says the alias; `<w role>` says its text (the role, a part of speech or word sense, is a
+pronunciation hint this model has no way to take); `<lang xml:lang>` picks the model's language tag;
+`<mark name>` is reported as an `ssml` speech mark. Anything else is refused with its name and position
+(as Polly's neural voices refuse `<emphasis>`, `<amazon:effect>` and `<prosody pitch>`), malformed XML
+with its line and column.
+
+A piece of the document with nothing to speak, by the rule the text front end drops a segment with (only
+punctuation and symbols), joins the spoken piece before it (the piece after it when it comes first): the
+full stop in `Say it <prosody rate="fast">quickly</prosody>.` ends "quickly." at the prosody's rate, as it
+closes the sentence in Polly, where the engine would refuse it on its own. Marks and breaks stay where
+they were written.
 
 The standard library's expat parses, with every way to reach outside the document closed: a DOCTYPE (and
 so any entity declaration, billion laughs included) is refused the moment it starts, and external
@@ -21,8 +30,8 @@ from xml.parsers import expat
 from function.core.errors import InvalidRequest
 from function.core.options import MAX_SPEED, MIN_SPEED
 from function.core.script import Mark, Pause, Piece, Script, Spoken
-from function.cosyvoice.frontend.language import language_of
-from function.cosyvoice.frontend.say_as import SAY_AS, read_as
+from function.cosyvoice.frontend.language import is_only_punctuation, language_of
+from function.cosyvoice.frontend.say_as import EXPLETIVE, INTERPRETATIONS, expletive_seconds, read_as
 
 MAX_BREAK_SECONDS = 10.0  # Polly's longest break
 # Polly's strengths: none and x-weak add no pause, weak and medium (a bare <break/>) a comma's, strong a
@@ -49,10 +58,24 @@ TAGS: dict[str, frozenset[str]] = {
     "prosody": frozenset({"rate", "volume", "pitch"}),
     "say-as": frozenset({"interpret-as", "format"}),
     "sub": frozenset({"alias"}),
+    "w": frozenset({"role"}),
     "lang": frozenset({"xml:lang"}),
     "mark": frozenset({"name"}),
 }
 _SENTENCE_TAGS = frozenset({"speak", "p", "s"})
+# Polly's <w role> values: parts of speech, then word senses.
+W_ROLES = frozenset(
+    {
+        "amazon:VB",
+        "amazon:VBD",
+        "amazon:DT",
+        "amazon:IN",
+        "amazon:JJ",
+        "amazon:NN",
+        "amazon:DEFAULT",
+        "amazon:SENSE_1",
+    }
+)
 _TIME = re.compile(r"(\d+(?:\.\d+)?)(ms|s)")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 _DECIBELS = re.compile(r"([+-]\d+(?:\.\d+)?)dB")
@@ -90,7 +113,8 @@ class _Parser:
         self.voices = [_Voice(speed)]
         self.tags: list[str] = []
         self.run: _Run | None = None
-        self.verbatim: tuple[str, dict[str, str], int] | None = None  # an open <say-as> or <sub>
+        self.unattached: Spoken | None = None  # punctuation before the first speakable piece
+        self.verbatim: tuple[str, dict[str, str], int] | None = None  # an open <say-as>, <sub> or <w>
         self.verbatim_text: list[str] = []
         parser = expat.ParserCreate("utf-8")
         parser.buffer_text = False  # one callback per text node keeps byte indices exact
@@ -112,7 +136,7 @@ class _Parser:
             raise InvalidRequest(
                 f"malformed SSML at line {exc.lineno}, column {exc.offset + 1}: {message}"
             ) from None
-        return Script(tuple(self.pieces))
+        return Script(tuple(self.pieces))  # punctuation still unattached has no speech to join
 
     # What expat must never do: read a DTD, declare or fetch an entity.
     def _doctype(self, *_: Any) -> None:
@@ -167,14 +191,19 @@ class _Parser:
         elif tag == "lang":
             self._flush()
             voice = replace(voice, language=self._language(attributes.get("xml:lang", "")))
-        else:  # say-as, sub: their text is read another way
-            if tag == "say-as" and attributes.get("interpret-as") not in SAY_AS:
-                modes = ", ".join(SAY_AS)
+        else:  # say-as, sub, w: their text is read another way
+            if tag == "say-as" and attributes.get("interpret-as") not in INTERPRETATIONS:
+                modes = ", ".join(INTERPRETATIONS)
                 raise self._refuse(
                     f"<say-as interpret-as={attributes.get('interpret-as')!r}> is not supported ({modes})"
                 )
             if tag == "sub" and not attributes.get("alias", "").strip():
                 raise self._refuse("<sub> needs a non-empty alias")
+            if tag == "w" and attributes.get("role") not in W_ROLES:
+                roles = ", ".join(sorted(W_ROLES))
+                raise self._refuse(
+                    f"<w role={attributes.get('role')!r}> is not one of Polly's roles ({roles})"
+                )
             self.verbatim = (tag, attributes, self.expat.CurrentByteIndex)
             self.verbatim_text = []
         self.voices.append(voice)
@@ -189,8 +218,16 @@ class _Parser:
             written = "".join(self.verbatim_text).strip()
             if tag == "sub":
                 said = attributes["alias"]
+            elif tag == "w":
+                said = written
+            elif attributes["interpret-as"] == EXPLETIVE:
+                if not written:
+                    raise self._refuse(f'<say-as interpret-as="{EXPLETIVE}"> needs the word it hides')
+                self._flush()
+                self.pieces.append(Pause(expletive_seconds(written) / self.voices[-1].speed))
+                return
             else:
-                run_text = " ".join(self.run.parts) if self.run else ""
+                run_text = "".join(self.run.parts) if self.run else ""
                 chinese = self.voices[-1].language in ("zh", "yue")
                 language = "zh" if chinese else language_of(run_text + written)
                 said = read_as(written, attributes["interpret-as"], language)
@@ -227,7 +264,7 @@ class _Parser:
         run, self.run = self.run, None
         if run is None:
             return
-        text = _BLANKS.sub(" ", " ".join(run.parts)).strip()
+        text = _BLANKS.sub(" ", "".join(run.parts)).strip()  # a reading replaces its markup in place
         if not text:
             return
         # The span without the whitespace around the text.
@@ -235,7 +272,21 @@ class _Parser:
         start = run.start + len(raw) - len(raw.lstrip())
         end = run.end - (len(raw) - len(raw.rstrip()))
         voice = run.voice
-        self.pieces.append(Spoken(text, start, end, voice.speed, voice.gain, voice.language))
+        piece = Spoken(text, start, end, voice.speed, voice.gain, voice.language)
+        if self.unattached is not None:
+            piece = replace(piece, text=self.unattached.text + text, start=self.unattached.start)
+            self.unattached = None
+        if _speakable(piece.text):
+            self.pieces.append(piece)
+            return
+        # Nothing to speak: it ends the last spoken piece, whatever marks and breaks came between.
+        spoken = [index for index, before in enumerate(self.pieces) if isinstance(before, Spoken)]
+        if not spoken:
+            self.unattached = piece
+            return
+        last = self.pieces[spoken[-1]]
+        assert isinstance(last, Spoken)
+        self.pieces[spoken[-1]] = replace(last, text=last.text + text, end=end)
 
     def _break(self, attributes: dict[str, str]) -> float:
         if "time" in attributes:
@@ -283,6 +334,12 @@ class _Parser:
         return language
 
 
+def _speakable(text: str) -> bool:
+    """Whether the engine has anything in `text` to speak: the text front end drops a segment made only of
+    punctuation and symbols (function.cosyvoice.frontend.prepare_text), blanks aside."""
+    return not is_only_punctuation(_BLANKS.sub("", text))
+
+
 def parse_ssml(document: str, speed: float = 1.0) -> Script:
     """The script of an SSML `<speak>` document, read at `speed` (the request's) times each prosody rate."""
     script = _Parser(document.encode("utf-8"), speed).parse()
@@ -306,4 +363,13 @@ def text_script(text: str, speed: float = 1.0) -> Script:
     return Script(tuple(pieces))
 
 
-__all__ = ["BREAK_STRENGTHS", "LANGUAGES", "RATES", "TAGS", "looks_like_ssml", "parse_ssml", "text_script"]
+__all__ = [
+    "BREAK_STRENGTHS",
+    "LANGUAGES",
+    "RATES",
+    "TAGS",
+    "W_ROLES",
+    "looks_like_ssml",
+    "parse_ssml",
+    "text_script",
+]

@@ -118,6 +118,13 @@ def test_a_streamed_request_sends_each_mark_before_its_audio(client: httpx.Clien
     assert sum("mark" in line for line in lines) == 3
 
 
+def test_punctuation_after_a_closing_tag_is_spoken_not_refused(client: httpx.Client) -> None:
+    response = tts(client, text='<speak>Say it <prosody rate="fast">quickly</prosody>.</speak>')
+    assert response.status_code == 200, response.text
+    audio, _ = soundfile.read(io.BytesIO(response.content), dtype="int16")
+    assert audio.size > 0 and np.any(audio != 0)
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

@@ -16,6 +16,7 @@ from function.core.options import SynthesisOptions
 from function.core.script import SpeechMark
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.engine import Engine
+from function.cosyvoice.frontend.say_as import expletive_seconds
 from function.markup.ssml import parse_ssml, text_script
 
 pytestmark = pytest.mark.engine
@@ -107,3 +108,20 @@ def test_text_marks_are_one_sentence_per_piece_and_leave_the_audio_as_it_is(engi
     marked_chunks, marks, _ = performed(engine, marked)
     assert marks == [SpeechMark(0, "sentence", 0, len(b"Hello there."), "Hello there.")]
     assert np.array_equal(np.concatenate(marked_chunks), np.concatenate(chunks))
+
+
+def test_punctuation_after_a_closing_tag_is_performed_with_the_piece_before(engine: Engine) -> None:
+    options = ssml_options('<speak>Say it <prosody rate="fast">quickly</prosody>.</speak>')
+    chunks, marks, before = performed(engine, options)
+    assert [(m.type, m.value) for m in marks] == [("sentence", "Say it"), ("sentence", "quickly.")]
+    audio = np.concatenate(chunks)
+    assert 0 < before[1] < audio.size and np.any(audio[: before[1]]) and np.any(audio[before[1] :])
+
+
+def test_an_expletive_is_exact_silence_of_the_words_length(engine: Engine) -> None:
+    options = ssml_options('<speak>Hello <say-as interpret-as="expletive">heck</say-as> there.</speak>')
+    chunks, marks, before = performed(engine, options)
+    assert [m.value for m in marks] == ["Hello", "there."]
+    audio, silence = np.concatenate(chunks), round(expletive_seconds("heck") * engine.sample_rate)
+    assert np.any(audio[: before[1] - silence]) and not np.any(audio[before[1] - silence : before[1]])
+    assert np.any(audio[before[1] : before[1] + 2000])
