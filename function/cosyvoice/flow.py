@@ -28,6 +28,7 @@ from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR
 from function.cosyvoice.graphs import Graph, available_cpus
 from function.cosyvoice.params import FlowParams
+from function.cosyvoice.threads import ThreadSplit
 
 
 class Flow:
@@ -42,13 +43,14 @@ class Flow:
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Flow:
-        threads = threads or available_cpus()
-        side_by_side = threads >= 2
+        """The flow's sessions for an engine on `threads` CPUs (None: every one available), with the
+        flow's share of them (function.cosyvoice.threads)."""
+        split = ThreadSplit.for_cpus(threads or available_cpus())
         return cls(
-            Graph.load(artifact, FLOW_ENCODER.name, threads),
-            Graph.load(artifact, FLOW_ESTIMATOR.name, threads // 2 if side_by_side else threads),
+            Graph.load(artifact, FLOW_ENCODER.name, split.cpus),
+            Graph.load(artifact, FLOW_ESTIMATOR.name, split.estimator),
             artifact.manifest.params.flow,
-            rows_side_by_side=side_by_side,
+            rows_side_by_side=split.estimator_rows_side_by_side,
         )
 
     def time_grid(self, steps: int | None = None) -> np.ndarray:
