@@ -7,7 +7,9 @@ Modes
   coldstart  imports → load → sessions → warm-up → first (streamed) response, with memory at each mark
              (--until-ready stops after sessions)
   speed      after load and warm-up: non-streamed synthesis of each text (stage times, LLM ms/token),
-             then the latency of the first streamed chunk
+             ours with --fast-steps: the stream text again at that many flow steps, and how far the mel
+             moves at fewer steps; then the latency of the first streamed chunk
+  scaling    after load and warm-up: one non-streamed and one streamed run of a text (ours)
   worker     load, one response, then report and stay alive until stdin closes (separate processes)
   forks      load and one response (INIT), then fork workers that answer one request each and stay
              alive until released, growing the group (1, 2, 4): fork → response times and total PSS
@@ -68,25 +70,38 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
     backend.warm_up(workload["warm_up"])
     times = StageTimes()
     backend.instrument(times)
-    texts: dict[str, list[dict[str, Any]]] = {}
-    for name in args.texts.split(","):
-        runs = []
-        for _ in range(args.runs):
-            times.reset()
-            start = time.monotonic()
-            samples = _respond(backend, workload["texts"][name])
-            wall = time.monotonic() - start
-            runs.append(
-                {
-                    "wall": wall,
-                    "audio_seconds": samples / backend.sample_rate,
-                    "stages": dict(times.seconds),
-                    "tokens": len(times.steps) + len(times.first_token),
-                    "first_token": list(times.first_token),
-                    "step_ms": {str(c): times.step_ms_at(c) for c in CONTEXTS},
-                }
-            )
-        texts[name] = runs
+
+    def timed(request: dict[str, Any], flow_steps: int | None = None) -> dict[str, Any]:
+        """One non-streamed run: wall and audio seconds, stage seconds, LLM ms per token by context."""
+        times.reset()
+        start = time.monotonic()
+        if flow_steps is None:
+            samples = _respond(backend, request)
+        else:
+            samples = sum(int(chunk.size) for chunk in backend.stream(request, False, flow_steps=flow_steps))
+        return {
+            "wall": time.monotonic() - start,
+            "audio_seconds": samples / backend.sample_rate,
+            "stages": dict(times.seconds),
+            "tokens": len(times.steps) + len(times.first_token),
+            "first_token": list(times.first_token),
+            "step_ms": {str(c): times.step_ms_at(c) for c in CONTEXTS},
+        }
+
+    texts = {
+        name: [timed(workload["texts"][name]) for _ in range(args.runs)] for name in args.texts.split(",")
+    }
+    # The fast tier (ours): how far the last 10-step segment's mel moves at fewer steps, then the streamed
+    # text again at the fast tier's steps, the same seed drawing the same tokens and noise.
+    fast = None
+    if backend.name == "ours" and args.fast_steps:
+        from function.core.options import COMPARED_FLOW_STEPS
+
+        fast = {
+            "steps": args.fast_steps,
+            "mel": backend.mel_moved(COMPARED_FLOW_STEPS),
+            "runs": [timed(workload["texts"][args.stream_text], args.fast_steps) for _ in range(args.runs)],
+        }
     floor = backend.decode_floor() if backend.name == "ours" else None  # the weights are the same
     # Counted on as much audio as the streamed text gave (one segment): the flow's attention per audio
     # second grows with the segment's length.
@@ -119,10 +134,32 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
         "texts": texts,
         "first_chunk": {args.stream_text: arrivals[0]},
         "streamed": {args.stream_text: streamed},
+        "fast": fast,
         "floor": floor,
         "arithmetic": arithmetic,
         "exit_now": True,
     }
+
+
+def scaling(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
+    backend.import_stack()
+    backend.load(clock)
+    backend.warm_up(workload["warm_up"])
+    request = workload["texts"][args.stream_text]
+    start = time.monotonic()
+    samples = _respond(backend, request)
+    whole = {"wall": time.monotonic() - start, "audio_seconds": samples / backend.sample_rate}
+    start = time.monotonic()
+    chunks = backend.stream(request, True)
+    samples = int(next(chunks).size)
+    first_chunk = time.monotonic() - start
+    samples += sum(int(chunk.size) for chunk in chunks)
+    streamed = {
+        "wall": time.monotonic() - start,
+        "audio_seconds": samples / backend.sample_rate,
+        "first_chunk": first_chunk,
+    }
+    return {"whole": whole, "streamed": streamed}
 
 
 def worker(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argparse.Namespace) -> dict:
@@ -194,7 +231,14 @@ def lambda_(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: arg
     return {"restore": restored}
 
 
-MODES = {"coldstart": coldstart, "speed": speed, "worker": worker, "forks": forks, "lambda": lambda_}
+MODES = {
+    "coldstart": coldstart,
+    "speed": speed,
+    "scaling": scaling,
+    "worker": worker,
+    "forks": forks,
+    "lambda": lambda_,
+}
 
 
 def main() -> None:
@@ -211,6 +255,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--texts", default="")
     parser.add_argument("--stream-text", default="")
+    parser.add_argument("--fast-steps", type=int, default=0, help="speed (ours): the fast tier's flow steps")
     parser.add_argument("--workers", default="1", help="forks: group sizes, e.g. 1,2,4")
     parser.add_argument("--until-ready", action="store_true", help="coldstart: stop once the model is loaded")
     parser.add_argument("--in-memory", action="store_true", help="ours: read the artifact into memory first")

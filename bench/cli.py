@@ -2,6 +2,7 @@
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     chunks                                the first streamed chunk's size, chunk by chunk (ours only)
+    scaling                               RTF and first chunk at each thread count up to the CPUs (ours)
     load                                  health probes while `serve` is saturated (loopback)
     soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
     voices                                a saved voice vs the recording inline: request bytes, first audio
@@ -86,6 +87,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     chunks.add_argument("--runs", type=int, default=3, help="streamed runs per schedule, alternating them")
     chunks.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
     chunks.set_defaults(run=first_chunk_sizes)
+    scaling = commands.add_parser("scaling", help="RTF and first chunk at 1..CPUs threads (ours only)")
+    scaling.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    scaling.add_argument("--up-to", type=int, default=None, help="most threads (default: every CPU)")
+    scaling.add_argument("--text", choices=list(TEXTS), default="ten_seconds", help="what to synthesise")
+    scaling.add_argument("--results", type=Path, default=BenchConfig().results)
+    scaling.set_defaults(run=threads_scaling)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -142,6 +149,27 @@ def first_chunk_sizes(args: argparse.Namespace) -> int:
     if args.runs < 1:
         return fail("bench", "--runs must be at least 1")
     print(chunks.run(args.artifacts, schedules, args.runs, args.threads).render())
+    return 0
+
+
+def threads_scaling(args: argparse.Namespace) -> int:
+    from bench import scaling
+    from function.cosyvoice.graphs import available_cpus
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    cpus = available_cpus()
+    try:
+        counts = scaling.thread_counts(cpus if args.up_to is None else args.up_to, cpus)
+    except ValueError as exc:
+        return fail("bench", str(exc))
+    config = BenchConfig(results=args.results)
+    started = time.monotonic()
+    data, tables = scaling.run(config, args.artifacts.resolve(), counts, args.text)
+    for table in tables:
+        print(table.render())
+    took = seconds(time.monotonic() - started)
+    print(f"wrote {config.save('scaling', data, tables)} (scaling took {took})", flush=True)
     return 0
 
 

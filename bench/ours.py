@@ -23,6 +23,7 @@ class OursBackend:
         self.seed = seed
         self.in_memory = in_memory  # hold the artifact as the zip variant does after INIT's S3 reads
         self.engine: Any = None
+        self._flow: RecordedFlow | None = None  # set by instrument()
 
     def import_stack(self) -> None:
         import function.cosyvoice.engine  # noqa: F401  (the measured import: onnxruntime, numpy, tiktoken, ours)
@@ -47,12 +48,27 @@ class OursBackend:
         self.engine.warm_up()  # the engine's own warm-up, as deployed (the request is upstream's twin)
         preload_normalizer()  # then the text graphs, on their own thread, as function.instance.model does
 
-    def stream(self, request: dict[str, Any], stream: bool) -> Iterator[Any]:
+    def stream(self, request: dict[str, Any], stream: bool, flow_steps: int | None = None) -> Iterator[Any]:
+        """The request's audio chunks; `flow_steps` None: the engine's default (v1's 10)."""
         from function.core.options import SynthesisOptions
         from function.cosyvoice.engine import audio_only
 
-        options = SynthesisOptions(text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream)
+        options = SynthesisOptions(
+            text=request["text"], speaker=self.speaker, seed=self.seed, stream=stream, flow_steps=flow_steps
+        )
         return audio_only(self.engine.speak(self.engine.prepare(options)))
+
+    def mel_moved(self, steps: tuple[int, ...]) -> dict[str, Any]:
+        """How far the mel moves at each of `steps` Euler steps from the step count of the last flow call
+        since `instrument` (its tokens, speaker and noise solved again; not timed): relative L2."""
+        if self._flow is None or self._flow.last is None:
+            raise RuntimeError("mel_moved needs a synthesis after instrument()")
+        args, kwargs, reference = self._flow.last
+        moved = {
+            str(count): relative_l2(self._flow.flow(*args, **{**kwargs, "steps": count}), reference)
+            for count in steps
+        }
+        return {"reference_steps": kwargs.get("steps"), "frames": int(reference.shape[-1]), "moved": moved}
 
     def decode_floor(self) -> dict[str, float]:
         """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads."""
@@ -72,8 +88,33 @@ class OursBackend:
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine
         engine.llm.generate = times.timed_tokens(engine.llm.generate, _prefix_length)
-        engine.flow = TimedProxy(engine.flow, "flow", times, ("__call__",))
+        self._flow = RecordedFlow(engine.flow)
+        engine.flow = TimedProxy(self._flow, "flow", times, ("__call__",))
         engine.vocoder = TimedProxy(engine.vocoder, "vocoder", times, ("f0", "sine_waves", "generate"))
+
+
+class RecordedFlow:
+    """The engine's flow, keeping its last call's inputs and mel (arrays the caller does not change)."""
+
+    def __init__(self, flow: Any) -> None:
+        self.flow = flow
+        self.last: tuple[tuple[Any, ...], dict[str, Any], Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        mel = self.flow(*args, **kwargs)
+        self.last = (args, kwargs, mel)
+        return mel
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.flow, name)
+
+
+def relative_l2(candidate: Any, reference: Any) -> float:
+    """||candidate - reference|| / ||reference||, in float64."""
+    import numpy as np
+
+    difference = np.asarray(candidate, np.float64) - np.asarray(reference, np.float64)
+    return float(np.linalg.norm(difference) / np.linalg.norm(np.asarray(reference, np.float64)))
 
 
 def _read_into_memory(directory: Path) -> Any:
@@ -100,4 +141,4 @@ def _prefix_length(text: Any, prompt_text: Any, embedding: Any, prompt_tokens: A
     )
 
 
-__all__ = ["OursBackend"]
+__all__ = ["OursBackend", "RecordedFlow", "relative_l2"]

@@ -1,7 +1,10 @@
 """`python -m bench speed`: warm synthesis speed, upstream fp32 beside ours with fp32 / int8 / int4 LLM.
 
 One fresh process per variant: load, warm up, then each text `runs` times (non-streamed), then the first
-chunk of a streamed request. Real-time factor = synthesis seconds / audio seconds (lower is faster).
+chunk of a streamed request. Ours also runs the fast tier in the same process: the 10-second text again at
+FAST_FLOW_STEPS flow steps (the same seed: the same tokens and noise), its figures set beside the 10-step
+ones as ratios, and how far the mel moves at fewer steps.
+Real-time factor = synthesis seconds / audio seconds (lower is faster).
 The quantised variants (`make bench` builds them with `--llm-weights int8|int4 --flow-weights int8`) run
 the 10-second text alone: it reaches every reported context length, and its flow and vocoder share per
 second of audio is what the other texts would show; running all three would put a first `make bench`
@@ -19,6 +22,7 @@ from bench.floor import with_cache_ms
 from bench.stages import CONTEXTS
 from bench.tables import Table, median, plain, ratio, seconds
 from bench.workload import SPEECH_TOKENS_PER_TEXT_TOKEN
+from function.core.options import COMPARED_FLOW_STEPS, FAST_FLOW_STEPS
 
 STREAM_TEXT = "ten_seconds"
 FULL_TEXT_VARIANTS = ("upstream fp32", "ours fp32")  # the others only run STREAM_TEXT
@@ -56,6 +60,7 @@ def run(config: BenchConfig, texts: tuple[str, ...]) -> tuple[dict[str, Any], li
             ",".join(variant_texts),
             "--stream-text",
             STREAM_TEXT,
+            *(["--fast-steps", str(FAST_FLOW_STEPS)] if side == "ours" else []),
         )
         results[label] = child.data
         print(f"speed {label}: done in {seconds(child.ended - child.spawned)}", flush=True)
@@ -101,6 +106,9 @@ def table(
         best = min((value for value in (values[o] for o in ours) if value is not None), default=None)
         result.add(label, *(fmt(values[name]) for name in labels), ratio(values.get("upstream fp32"), best))
 
+    def add_cells(label: str, cells: dict[str, str]) -> None:
+        result.add(label, *(cells[name] for name in labels), "–")
+
     for text in texts:
         audio = median([run["audio_seconds"] for data in results.values() for run in _runs(data, text)])
         add(
@@ -145,6 +153,7 @@ def table(
             {n: _over(_per_audio_second(timed[n], stage), floors[n]) for n in results},
             _times,
         )
+    _fast_tier_rows(add, add_cells, results, timed)
     streamed = {n: _streamed(d) for n, d in results.items()}
     add(f"RTF streamed, {STREAM_TEXT}", {n: _rtf([r]) if r else None for n, r in streamed.items()}, plain)
     add(
@@ -177,6 +186,13 @@ def table(
         " stage busy time is each stage's own wall time, so with the LLM on its own thread their sum"
         " exceeds the request's wall time"
     )
+    if any(data.get("fast") for data in results.values()):
+        result.notes.append(
+            f"fast tier: {STREAM_TEXT} again in the same process at {FAST_FLOW_STEPS} flow steps (the same"
+            " seed: the same speech tokens and noise); mel moved: the last 10-step segment's flow inputs"
+            " solved again at fewer steps, relative L2 from the 10-step mel. Random weights cannot tell"
+            " what a trained model loses by fewer steps: listen before you ship it"
+        )
     result.notes += missing
     if any(label not in FULL_TEXT_VARIANTS for label in labels):
         result.notes.append(
@@ -190,6 +206,35 @@ def table(
         " token count"
     )
     return result
+
+
+def _fast_tier_rows(
+    add: Any, add_cells: Any, results: dict[str, Any], timed: dict[str, list[dict[str, Any]]]
+) -> None:
+    """The fast tier beside the 10-step figures of the same process, and how far its mel moves."""
+    fast = {name: data.get("fast") or {} for name, data in results.items()}
+    steps = next((f["steps"] for f in fast.values() if f), None)
+    if steps is None:
+        return
+    fast_runs = {name: f.get("runs", []) for name, f in fast.items()}
+    fast_rtf = {name: _rtf(runs) for name, runs in fast_runs.items()}
+    add(f"fast tier ({steps} flow steps): RTF, {STREAM_TEXT}", fast_rtf, plain)
+    add("… ÷ the 10-step RTF", {n: _over(fast_rtf[n], _rtf(timed[n])) for n in results}, _times)
+    fast_flow = {name: _per_audio_second(runs, "flow") for name, runs in fast_runs.items()}
+    add("fast tier: flow s per audio s", fast_flow, plain)
+    add(
+        "… ÷ the 10-step figure",
+        {n: _over(fast_flow[n], _per_audio_second(timed[n], "flow")) for n in results},
+        _times,
+    )
+    add_cells(
+        "mel moved from 10 steps at " + " / ".join(map(str, COMPARED_FLOW_STEPS)) + " steps (relative L2)",
+        {n: _moved(f["mel"]["moved"]) if f else "–" for n, f in fast.items()},
+    )
+
+
+def _moved(moved: dict[str, float]) -> str:
+    return " / ".join(f"{moved[str(count)]:.3f}" for count in COMPARED_FLOW_STEPS)
 
 
 def _floor_ms(data: dict[str, Any]) -> float | None:

@@ -53,7 +53,8 @@ _ONNX_DTYPES: dict[int, str] = {
 @dataclass(frozen=True)
 class ExportOptions:
     llm_weights: str = "fp32"  # weight-only quantisation of the LLM's MatMuls: fp32 | int8 | int4
-    quality_report: bool = True  # what quantising costs against fp32 (top-1 + KL, mel, SNR)
+    # what quantising costs against fp32 (top-1 + KL, mel, SNR); how far fewer flow steps move the mel
+    quality_report: bool = True
     flow_weights: str = "fp32"  # dynamic int8 quantisation of the flow graphs' MatMuls: fp32 | int8
     vocoder_weights: str = "fp32"  # static int8 quantisation of the vocoder generator's Convs: fp32 | int8
 
@@ -74,6 +75,7 @@ class ExportSummary:
     parameter_bytes: int = 0
     seconds: float = 0.0
     quality: dict[str, dict] = field(default_factory=dict)  # per quantised part: its cost against fp32
+    flow_steps: dict = field(default_factory=dict)  # how far the mel moves at fewer Euler steps than 10
 
     def lines(self) -> list[str]:
         rows = [f"artifact {self.out_dir}"]
@@ -85,6 +87,16 @@ class ExportSummary:
         rows.append(f"  shared tensors stored once: {self.deduplicated_bytes / 2**20:.1f} MiB saved")
         for part, report in self.quality.items():
             rows.append(f"  {part} quantisation vs fp32: " + ", ".join(f"{k}={v}" for k, v in report.items()))
+        if self.flow_steps:
+            rows.append(
+                f"  flow at fewer Euler steps vs {self.flow_steps['reference_steps']}, same tokens and noise:"
+                + " "
+                + ", ".join(f"{k}={v}" for k, v in self.flow_steps.items() if k != "reference_steps")
+            )
+            rows.append(
+                "    (random weights show how far the solve moves, not what a trained model loses by it:"
+                " listen before you ship a fast tier)"
+            )
         rows.append(f"  done in {self.seconds:.1f} s")
         return rows
 
@@ -350,6 +362,9 @@ def _write_artifact(
         advance(f"{out_dir.name}: flow quantised ({options.flow_weights})")
     if variant.add("vocoder", hift, config.hift, options.vocoder_weights, STATIC_INT8):
         advance(f"{out_dir.name}: vocoder quantised ({options.vocoder_weights})")
+    if options.quality_report:  # on the flow graphs this artifact ships, quantised or not
+        shipped_flow = {name: graph for name, graph in variant.graphs.items() if GRAPHS[name].role == "flow"}
+        summary.flow_steps = flow.steps_report(shipped_flow, config.flow)
 
     # The decode graph has one cache input per decoder layer, so its contract depends on the depth.
     specs = {**GRAPHS, "llm_decode": llm_decode_spec(config.llm.llm.num_blocks)}
@@ -382,7 +397,11 @@ def _write_artifact(
                 sha256_of(staging / TOKENIZER_ASSET),
             ),
             speakers=source.speakers,
-            export_options={**options.to_dict(), **({"quality": summary.quality} if summary.quality else {})},
+            export_options={
+                **options.to_dict(),
+                **({"quality": summary.quality} if summary.quality else {}),
+                **({"flow_steps": summary.flow_steps} if summary.flow_steps else {}),
+            },
             versions={
                 "torch": torch.__version__,
                 "onnx": onnx.__version__,

@@ -15,6 +15,7 @@ from export.modules.flow import FlowEncoderGraph, FlowModel
 from export.parts.samples import Samples
 from export.parts.sessions import in_memory_graph
 from export.quantize import quantize_dynamic_int8
+from function.core.options import COMPARED_FLOW_STEPS
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.params import FlowParams
@@ -156,22 +157,55 @@ def quality_report(
     """How far the quantised flow's mel is from fp32's for the same random tokens, speaker and noise
     (all 10 steps, no prompt): relative L2 error and max abs error against fp32's peak."""
     params = config.params()
-    rng = np.random.default_rng(seed)
-    speech = rng.integers(0, config.vocab_size, size=(1, tokens), dtype=np.int64)
-    speaker = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
     reference_flow, candidate_flow = runtime_flow(fp32_graphs, params), runtime_flow(quant_graphs, params)
-    noise = reference_flow.sample_noise(rng, reference_flow.mel_frames(tokens))
-    no_prompt = (np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0, params.n_mels), dtype=np.float32))
-    reference, candidate = (
-        flow(speech, *no_prompt, speaker, noise).astype(np.float64)
-        for flow in (reference_flow, candidate_flow)
-    )
+    inputs = _example(reference_flow, config, seed, tokens)
+    reference, candidate = (flow(*inputs).astype(np.float64) for flow in (reference_flow, candidate_flow))
     return {
         "tokens": tokens,
-        "mel_relative_l2": round(float(np.linalg.norm(candidate - reference) / np.linalg.norm(reference)), 4),
+        "mel_relative_l2": _relative_l2(candidate, reference),
         "mel_max_abs": round(float(np.max(np.abs(candidate - reference))), 4),
         "mel_peak": round(float(np.max(np.abs(reference))), 4),
     }
+
+
+def steps_report(
+    graphs: dict[str, onnx.ModelProto],
+    config: FlowConfig,
+    steps: tuple[int, ...] = COMPARED_FLOW_STEPS,
+    seed: int = 0,
+    tokens: int = 100,
+) -> dict:
+    """How far the mel moves when these flow graphs solve in fewer Euler steps than the model's own
+    (v1's 10), for the same random tokens, speaker and noise (no prompt): relative L2 against the full
+    solve, per step count. Random weights show how far the solve moves, not what a trained model loses
+    by it: listen before you ship a fast tier."""
+    params = config.params()
+    flow = runtime_flow(graphs, params)
+    inputs = _example(flow, config, seed, tokens)
+    reference = flow(*inputs).astype(np.float64)
+    moved = {
+        f"mel_relative_l2_at_{count}_steps": _relative_l2(flow(*inputs, steps=count), reference)
+        for count in steps
+    }
+    return {"tokens": tokens, "reference_steps": params.n_timesteps, **moved}
+
+
+def _example(
+    flow: Flow, config: FlowConfig, seed: int, tokens: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Random speech tokens, an empty prompt, a random speaker and noise: the flow's positional inputs."""
+    rng = np.random.default_rng(seed)
+    speech = rng.integers(0, config.vocab_size, size=(1, tokens), dtype=np.int64)
+    speaker = rng.standard_normal((1, config.spk_embed_dim), dtype=np.float32)
+    noise = flow.sample_noise(rng, flow.mel_frames(tokens))
+    no_prompt = (np.zeros((1, 0), dtype=np.int64), np.zeros((1, 0, flow.params.n_mels), dtype=np.float32))
+    return speech, *no_prompt, speaker, noise
+
+
+def _relative_l2(candidate: np.ndarray, reference: np.ndarray) -> float:
+    """||candidate - reference|| / ||reference|| in float64, to four places."""
+    difference = candidate.astype(np.float64) - reference
+    return round(float(np.linalg.norm(difference) / np.linalg.norm(reference)), 4)
 
 
 __all__ = [
@@ -181,4 +215,5 @@ __all__ = [
     "quantize_graphs",
     "random_state_dict",
     "runtime_flow",
+    "steps_report",
 ]

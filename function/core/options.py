@@ -17,6 +17,14 @@ from function.core.text import clean_optional, clean_text
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
 DEFAULT_MAX_TEXT_CHARS = 2000
+# Euler steps of the flow's ODE a request or a deployment may choose, on v1's cosine grid. 10 is v1's own
+# count: more only costs time for a model released at 10. One step is no solve at all, a single velocity
+# from pure noise (the smeared average mel); two is the fewest that takes a second look.
+MIN_FLOW_STEPS, MAX_FLOW_STEPS = 2, 10
+FAST_FLOW_STEPS = 5  # the fast tier (OpenAI's model name tts-1): about half the flow's work
+# Step counts the export's quality report and the bench set beside v1's 10: the fast tier's, and 7, the
+# count EPSS (empirically pruned step sampling) runs a flow-matching TTS model at.
+COMPARED_FLOW_STEPS = (FAST_FLOW_STEPS, 7)
 
 
 class Mode(StrEnum):
@@ -54,6 +62,9 @@ class SynthesisOptions:
     speed: float = 1.0  # tempo factor in [0.5, 2.0]; 1.0 keeps the model's pace
     seed: int | None = None  # the same seed and options give the same audio; None draws fresh entropy
     stream: bool = False  # yield audio chunk by chunk (first chunk early) instead of all at once
+    # Euler steps of the flow's ODE, MIN_FLOW_STEPS..MAX_FLOW_STEPS: 10 is v1's; fewer are faster (the
+    # flow's time falls about linearly) and may sound worse. None: the deployment's (COSYVOICE_FLOW_STEPS).
+    flow_steps: int | None = None
     # pieces to perform in order (SSML, or text asking for speech marks); `text` is then its spoken text
     script: Script | None = None
     # prompt_audio's features already extracted (a saved voice, function.voices.library): used
@@ -106,6 +117,17 @@ class SynthesisOptions:
             raise InvalidRequest(
                 f"sample_rate must be between {MIN_SAMPLE_RATE} and {MAX_SAMPLE_RATE} Hz, got {rate!r}"
             )
+        steps = self.flow_steps
+        in_range = (
+            isinstance(steps, int)
+            and not isinstance(steps, bool)
+            and MIN_FLOW_STEPS <= steps <= MAX_FLOW_STEPS
+        )
+        if steps is not None and not in_range:
+            raise InvalidRequest(
+                f"flow_steps must be an integer from {MIN_FLOW_STEPS} to {MAX_FLOW_STEPS}"
+                f" (10 is CosyVoice v1's, 5 the fast tier), got {steps!r}"
+            )
         if self.seed is not None and (not isinstance(self.seed, int) or not 0 <= self.seed < 2**63):
             raise InvalidRequest("seed must be a non-negative integer below 2**63")
         if self.mode in (Mode.SFT, Mode.INSTRUCT) and not self.speaker:
@@ -116,9 +138,13 @@ class SynthesisOptions:
 
 
 __all__ = [
+    "COMPARED_FLOW_STEPS",
     "EncodedPrompt",
+    "FAST_FLOW_STEPS",
+    "MAX_FLOW_STEPS",
     "MAX_SAMPLE_RATE",
     "MAX_SPEED",
+    "MIN_FLOW_STEPS",
     "MIN_SAMPLE_RATE",
     "MIN_SPEED",
     "Mode",

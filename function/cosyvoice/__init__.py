@@ -2,6 +2,7 @@
 
   artifact, contract, params, graphs   the exported model: manifest, ONNX names and shapes, one session
                                        per graph bound by name
+  threads                              how the engine's CPUs are split between its stages' sessions
   frontend/                            text: normalisation, splitting, whisper's BPE
   features, prompt                     prompt audio: mel and fbank features, speech tokens, speaker
   llm, sampling                        speech tokens from text (prefill, KV-cached decode, RAS sampling)

@@ -94,6 +94,7 @@ class Engine:
         vocoder: Vocoder,
         tokenizer: TextTokenizer,
         prompt_encoder: PromptEncoder | None,
+        flow_steps: int | None = None,
     ) -> None:
         self.artifact = artifact
         self.llm = llm
@@ -108,10 +109,17 @@ class Engine:
         self._entropy = np.random.SeedSequence()
         self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
         self.chunk_tokens: tuple[int, ...] = CHUNK_TOKENS  # a streamed segment's sizes, settable
+        # The flow's Euler steps for requests that do not choose: the deployment's, else the manifest's.
+        self.default_flow_steps = flow.params.n_timesteps if flow_steps is None else flow_steps
+        flow.time_grid(self.default_flow_steps)  # refuses a step count the flow cannot run, at load
 
     @classmethod
-    def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
-        """Create every session. They are built concurrently: session creation releases the GIL."""
+    def load(cls, artifact: Artifact, threads: int | None = None, flow_steps: int | None = None) -> Engine:
+        """Create every session. They are built concurrently: session creation releases the GIL.
+
+        threads: the CPUs the engine may use (None: every one available; function.cosyvoice.threads
+        splits them between the stages). flow_steps: the flow's Euler steps for requests that leave
+        them to the deployment (None: the manifest's n_timesteps, v1's 10)."""
         from function.cosyvoice.prompt import PromptEncoder
 
         with ThreadPoolExecutor(max_workers=available_cpus()) as pool:
@@ -133,6 +141,7 @@ class Engine:
                 vocoder.result(),
                 tokenizer.result(),
                 prompt.result() if prompt is not None else None,
+                flow_steps,
             )
 
     @property
@@ -147,6 +156,10 @@ class Engine:
     @property
     def speakers(self) -> list[str]:
         return sorted(self.speaker_embeddings)
+
+    def flow_steps_for(self, options: SynthesisOptions) -> int:
+        """The flow's Euler steps a request runs at: its own choice, else the deployment's default."""
+        return self.default_flow_steps if options.flow_steps is None else options.flow_steps
 
     def reseed(self) -> None:
         """Fresh entropy for unseeded requests: call after a snapshot restore, so clones differ."""
@@ -332,9 +345,12 @@ class Engine:
         request's first chunk holds the LLM (see `_segment`)."""
         piece = sentence.piece
         chunked = utterance.options.stream and piece.speed == 1.0
+        steps = self.flow_steps_for(utterance.options)
         for index, _ in enumerate(utterance.chosen(sentence)):
             _, flow_rng, source_rng = next(generators)
-            stream = SegmentStream(self.flow, self.vocoder, utterance.conditioning, flow_rng, source_rng)
+            stream = SegmentStream(
+                self.flow, self.vocoder, utterance.conditioning, flow_rng, source_rng, steps
+            )
             hold = drawn.hold if chunked and first and index == 0 else None
             for audio in self._segment(_until_none(counted), stream, chunked, piece.speed, hold):
                 yield np.clip(audio * piece.gain, -1.0, 1.0) if piece.gain != 1.0 else audio
@@ -401,7 +417,9 @@ class Engine:
         started = time.perf_counter()
         generated = self.llm.generate(self._tokens("Hello."), empty, embedding, empty, rngs[0])
         tokens = np.asarray([list(islice(generated, WARM_UP_TOKENS))], dtype=np.int64)
-        stream = SegmentStream(self.flow, self.vocoder, conditioning, rngs[1], rngs[2])
+        stream = SegmentStream(
+            self.flow, self.vocoder, conditioning, rngs[1], rngs[2], self.default_flow_steps
+        )
         stream.audio(stream.mel(tokens, 0, tokens.shape[1], final=True), final=True)
         self.speed.observe(time.perf_counter() - started, tokens.shape[1], warm_up=True)
 

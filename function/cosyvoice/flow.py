@@ -5,6 +5,11 @@ frames, every Euler step evaluates the estimator on a batch of two (conditioned,
 spks and cond zeroed) and mixes them with classifier-free guidance. Randomness is the caller's: the
 starting noise comes in as an argument.
 
+The number of Euler steps is a choice per call on v1's grid: `time_grid(n)` warps linspace(0, 1, n + 1)
+by the cosine as v1 does for its 10 (the manifest's n_timesteps, the default). The estimator's calls are
+nearly all of the flow's time, so the time falls about linearly with the steps; what fewer steps cost in
+sound is the model's to say, and random weights cannot tell it.
+
 With two or more threads the two rows of that batch run side by side, one per thread, each on half the
 threads: the rows are independent, and the estimator's thousand-odd small nodes then never wait for each
 other's threads (measured on 2 vCPUs: a streamed window's estimator call 30-35 % faster in int8, 10-20 %
@@ -15,6 +20,7 @@ quantises each row's activations on their own range instead of both rows' (as ac
 from __future__ import annotations
 
 import threading
+from functools import cache
 
 import numpy as np
 
@@ -22,38 +28,34 @@ from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR
 from function.cosyvoice.graphs import Graph, available_cpus
 from function.cosyvoice.params import FlowParams
+from function.cosyvoice.threads import ThreadSplit
 
 
 class Flow:
     def __init__(
         self, encoder: Graph, estimator: Graph, params: FlowParams, rows_side_by_side: bool = False
     ) -> None:
-        if params.t_scheduler not in ("cosine", "linear"):
-            raise ValueError(f"unknown flow t_scheduler {params.t_scheduler!r}")
+        time_grid(params.n_timesteps, params.t_scheduler)  # refuses a bad grid at load, not at a request
         self.encoder = encoder
         self.estimator = estimator
         self.params = params
         self.rows_side_by_side = rows_side_by_side
-        self._t_span = self._time_grid(params)
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Flow:
-        threads = threads or available_cpus()
-        side_by_side = threads >= 2
+        """The flow's sessions for an engine on `threads` CPUs (None: every one available), with the
+        flow's share of them (function.cosyvoice.threads)."""
+        split = ThreadSplit.for_cpus(threads or available_cpus())
         return cls(
-            Graph.load(artifact, FLOW_ENCODER.name, threads),
-            Graph.load(artifact, FLOW_ESTIMATOR.name, threads // 2 if side_by_side else threads),
+            Graph.load(artifact, FLOW_ENCODER.name, split.cpus),
+            Graph.load(artifact, FLOW_ESTIMATOR.name, split.estimator),
             artifact.manifest.params.flow,
-            rows_side_by_side=side_by_side,
+            rows_side_by_side=split.estimator_rows_side_by_side,
         )
 
-    @staticmethod
-    def _time_grid(params: FlowParams) -> np.ndarray:
-        # float32 throughout, as upstream computes it (linspace, then the cosine warp).
-        t = np.linspace(0, 1, params.n_timesteps + 1, dtype=np.float32)
-        if params.t_scheduler == "cosine":
-            t = (1 - np.cos(t * np.float32(0.5) * np.float32(np.pi))).astype(np.float32)
-        return t
+    def time_grid(self, steps: int | None = None) -> np.ndarray:
+        """The ODE's times t_0 = 0 < ... < t_steps = 1 for `steps` Euler steps (None: n_timesteps, v1's)."""
+        return time_grid(self.params.n_timesteps if steps is None else steps, self.params.t_scheduler)
 
     def mel_frames(self, n_tokens: int) -> int:
         """Frames for `n_tokens` speech tokens (FlowParams.mel_frames: the one rule)."""
@@ -89,6 +91,7 @@ class Flow:
         speaker_embedding: np.ndarray,  # [1, spk_dim]
         noise: np.ndarray,  # [1, n_mels, Tm + frames]
         frames: int | None = None,  # mel frames for the new tokens; None: mel_frames(N)
+        steps: int | None = None,  # Euler steps; None: the manifest's n_timesteps (v1: 10)
     ) -> np.ndarray:
         """Mel for the new tokens only: [1, n_mels, frames].
 
@@ -102,6 +105,7 @@ class Flow:
             raise ValueError("flow: prompt tokens and prompt mel must both be given or both be empty")
         if prompt_mel.ndim != 3 or prompt_mel.shape[2] != n_mels:
             raise ValueError(f"flow: prompt_mel must be [1, frames, {n_mels}], got {prompt_mel.shape}")
+        t_span = self.time_grid(steps)  # refuses a step count below 1 before any work
         frames = self.mel_frames(tokens.shape[1]) if frames is None else frames
         total = prompt_frames + frames
         if noise.shape != (1, n_mels, total):
@@ -110,11 +114,13 @@ class Flow:
         mu, spks = self.encode(tokens, prompt_tokens, prompt_frames, speaker_embedding, frames)
         cond = np.zeros((1, n_mels, total), dtype=np.float32)
         cond[:, :, :prompt_frames] = prompt_mel.transpose(0, 2, 1)
-        mel = self._solve(noise.astype(np.float32), mu, spks, cond)
+        mel = self._solve(noise.astype(np.float32), mu, spks, cond, t_span)
         return mel[:, :, prompt_frames:]
 
-    def _solve(self, x: np.ndarray, mu: np.ndarray, spks: np.ndarray, cond: np.ndarray) -> np.ndarray:
-        """Euler steps over the time grid with classifier-free guidance; x [1, n_mels, T] is the noise."""
+    def _solve(
+        self, x: np.ndarray, mu: np.ndarray, spks: np.ndarray, cond: np.ndarray, t_span: np.ndarray
+    ) -> np.ndarray:
+        """Euler steps over `t_span` with classifier-free guidance; x [1, n_mels, T] is the noise."""
         # (1 + r) * v_cond - r * v_uncond, with both factors rounded to float32 as torch does.
         cond_weight = np.float32(1.0 + self.params.inference_cfg_rate)
         uncond_weight = np.float32(self.params.inference_cfg_rate)
@@ -122,7 +128,6 @@ class Flow:
         mu2 = np.concatenate([mu, np.zeros_like(mu)])
         spks2 = np.concatenate([spks, np.zeros_like(spks)])
         cond2 = np.concatenate([cond, np.zeros_like(cond)])
-        t_span = self._t_span
         t, dt = t_span[0], t_span[1] - t_span[0]
         for step in range(1, len(t_span)):
             velocity = self._velocity(
@@ -165,4 +170,23 @@ class Flow:
         return np.concatenate([first, second[0]])
 
 
-__all__ = ["Flow"]
+def time_grid(steps: int, scheduler: str = "cosine") -> np.ndarray:
+    """[steps + 1] float32 times from 0 to 1: linspace, then (cosine) 1 - cos(t * pi / 2), in float32
+    throughout as upstream computes it. Read-only: one array serves every call with that count."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"flow: steps must be a positive integer, got {steps!r}")
+    if scheduler not in ("cosine", "linear"):
+        raise ValueError(f"unknown flow t_scheduler {scheduler!r}")
+    return _grid(steps, scheduler)
+
+
+@cache
+def _grid(steps: int, scheduler: str) -> np.ndarray:
+    t = np.linspace(0, 1, steps + 1, dtype=np.float32)
+    if scheduler == "cosine":
+        t = (1 - np.cos(t * np.float32(0.5) * np.float32(np.pi))).astype(np.float32)
+    t.flags.writeable = False
+    return t
+
+
+__all__ = ["Flow", "time_grid"]

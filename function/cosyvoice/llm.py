@@ -34,6 +34,7 @@ from function.cosyvoice.contract import (
 from function.cosyvoice.graphs import BoundRun, Graph, available_cpus
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import sample_next
+from function.cosyvoice.threads import ThreadSplit
 
 CACHE_BLOCK = 128
 # How long the decode's worker waits for the next node's work before it sleeps. A step is ~250 small nodes:
@@ -41,19 +42,6 @@ CACHE_BLOCK = 128
 # 100 µs, 10.3 with 5), and a wait this short takes nothing the flow could use (streamed RTF level with
 # sleeping workers in three alternating rounds; the flow and vocoder sessions gain nothing from it).
 DECODE_SPIN_MICROSECONDS = 20
-
-
-def decode_threads(cpus: int) -> int:
-    """Intra-op threads for the decode session: two where there are two cores, whatever the precision.
-
-    The decode runs alone for a request's first window and a whole utterance's first segment, and beside
-    the flow and vocoder after that (cosyvoice.engine). Its worker waits for work only
-    `DECODE_SPIN_MICROSECONDS` at a time within a step (graphs.session_options), and onnxruntime's calling
-    thread takes whatever shards of a parallel loop its worker has not started: so alone the step has both
-    cores, and beside the flow a second decode thread only runs when a core is free instead of holding it
-    idle. One decode session, so the prepacked int8/int4 weights exist once.
-    Beyond two threads a step gains nothing: it is bound by memory bandwidth."""
-    return min(cpus, 2)
 
 
 _POS = LLM_CACHE_KINDS.index("pos")
@@ -216,16 +204,16 @@ class LLM:
     def load(cls, artifact: Artifact, threads: int | None = None) -> LLM:
         names = {spec.name for spec in artifact.graph(LLM_DECODE.name).inputs}
         layers = sum(1 for layer in range(len(names)) if llm_cache_input("key", layer) in names)
-        threads_for_decode = decode_threads(threads or available_cpus())
+        split = ThreadSplit.for_cpus(threads or available_cpus())
         decode = Graph.load(
             artifact,
             LLM_DECODE.name,
-            threads_for_decode,
+            split.decode,
             llm_decode_spec(layers),
             spin_microseconds=DECODE_SPIN_MICROSECONDS,
         )
-        prefill = Graph.load(artifact, LLM_PREFILL.name, threads)
-        positions = Graph.load(artifact, LLM_POSITIONS.name, threads)
+        prefill = Graph.load(artifact, LLM_PREFILL.name, split.cpus)
+        positions = Graph.load(artifact, LLM_POSITIONS.name, split.cpus)
         return cls(prefill, decode, positions, artifact.manifest.params.llm)
 
     def start(
@@ -307,4 +295,4 @@ def _last(array: np.ndarray) -> int:
     return shape[-1]
 
 
-__all__ = ["CACHE_BLOCK", "DECODE_SPIN_MICROSECONDS", "CacheMemory", "DecoderCache", "LLM", "decode_threads"]
+__all__ = ["CACHE_BLOCK", "DECODE_SPIN_MICROSECONDS", "CacheMemory", "DecoderCache", "LLM"]

@@ -74,7 +74,8 @@ def fade(previous_tail: np.ndarray, head: np.ndarray) -> np.ndarray:
 class SegmentStream:
     """Turns one text segment's speech tokens into audio chunks (see the module docstring).
 
-    `flow_rng` draws the flow's noise, `source_rng` the vocoder's harmonic phases and source noise."""
+    `flow_rng` draws the flow's noise, `source_rng` the vocoder's harmonic phases and source noise;
+    `flow_steps` is the flow's Euler steps for every window (None: the manifest's, v1's 10)."""
 
     def __init__(
         self,
@@ -83,10 +84,12 @@ class SegmentStream:
         conditioning: Conditioning,
         flow_rng: np.random.Generator,
         source_rng: np.random.Generator,
+        flow_steps: int | None = None,
     ) -> None:
         self.flow = flow
         self.vocoder = vocoder
         self.conditioning = conditioning
+        self.flow_steps = flow_steps
         n_mels = flow.params.n_mels
         self.prompt_noise = flow_rng.standard_normal(
             (1, n_mels, conditioning.prompt_mel.shape[1]), dtype=np.float32
@@ -128,6 +131,7 @@ class SegmentStream:
             self.conditioning.flow_embedding,
             noise,
             frames=fb - fa,
+            steps=self.flow_steps,
         )
         first = min(self.frame(start) - fa, mel.shape[2])
         last = mel.shape[2] if final else min(self.frame(end) - fa, mel.shape[2])

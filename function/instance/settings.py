@@ -18,6 +18,10 @@ COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container 
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
 COSYVOICE_THREADS               onnxruntime intra-op threads; default: every CPU the process may use
+COSYVOICE_FLOW_STEPS            Euler steps of the flow's ODE for requests that do not choose (`flow_steps`,
+                                OpenAI's model name), 2..10: 10 is CosyVoice v1's, 5 the fast tier (about
+                                half the flow's time; listen before you ship it); default: the artifact's
+                                own (10 for every v1 model)
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
 COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
                                 else 0 = no limit
@@ -50,7 +54,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from function.core.options import DEFAULT_MAX_TEXT_CHARS
+from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
 from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
 
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
@@ -80,6 +84,7 @@ class Settings:
     max_request_seconds: float | None = None  # None: only the platform's limits (and the caller's)
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
+    flow_steps: int | None = None  # the flow's Euler steps by default; None: the artifact's (v1's 10)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
     voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VOICES))  # OpenAI name → speaker
@@ -129,6 +134,7 @@ class Settings:
             max_request_seconds=_int(env, "COSYVOICE_MAX_REQUEST_SECONDS", 0, 0) or None,
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,
+            flow_steps=_flow_steps(env),
             max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
             max_response_bytes=response_limit or None,
             voices=voices,
@@ -139,6 +145,15 @@ class Settings:
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
         )
+
+
+def _flow_steps(env: Mapping[str, str]) -> int | None:
+    steps = _optional_int(env, "COSYVOICE_FLOW_STEPS", MIN_FLOW_STEPS)
+    if steps is not None and steps > MAX_FLOW_STEPS:
+        raise SettingsError(
+            f"COSYVOICE_FLOW_STEPS={steps} is above its maximum {MAX_FLOW_STEPS} (CosyVoice v1's own count)"
+        )
+    return steps
 
 
 def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:

@@ -83,8 +83,14 @@ def bucket_of(settings: Settings) -> str:
     return settings.output_bucket
 
 
+# Fields added to the request since jobs were first stored: left out of the digest while unset, so a job
+# stored before them is still the same content when it is submitted again.
+_LATER_FIELDS = ("flow_steps",)
+
+
 def content_digest(request: SpeechJob) -> str:
-    canonical = request.model_dump(mode="json", exclude={"id", "stream"})
+    unset = {name for name in _LATER_FIELDS if getattr(request, name) is None}
+    canonical = request.model_dump(mode="json", exclude={"id", "stream", *unset})
     text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

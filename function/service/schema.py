@@ -15,13 +15,24 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from function.core.errors import InvalidPromptAudio, InvalidRequest
 from function.core.formats import FORMATS
-from function.core.options import MAX_SPEED, MIN_SPEED, SynthesisOptions
+from function.core.options import (
+    FAST_FLOW_STEPS,
+    MAX_FLOW_STEPS,
+    MAX_SPEED,
+    MIN_FLOW_STEPS,
+    MIN_SPEED,
+    SynthesisOptions,
+)
 from function.core.script import MARK_TYPES, MarkType, Script
 from function.core.text import clean_text
 from function.markup.ssml import looks_like_ssml, parse_ssml, text_script
 
 _FORMAT: dict[str, Any] = {"enum": list(FORMATS)}
 _SPEED: dict[str, Any] = {"minimum": MIN_SPEED, "maximum": MAX_SPEED}
+_FLOW_STEPS: dict[str, Any] = {"minimum": MIN_FLOW_STEPS, "maximum": MAX_FLOW_STEPS}
+# OpenAI's model names already say which tier: its HD model is v1's full solve, its fast one the fast tier;
+# any other name leaves the deployment's default (COSYVOICE_FLOW_STEPS).
+OPENAI_MODEL_FLOW_STEPS = {"tts-1-hd": MAX_FLOW_STEPS, "tts-1": FAST_FLOW_STEPS}
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
 OPENAI_SAMPLE_RATE = 24000  # OpenAI's speech is 24 kHz; its pcm is that rate with no header to say so
 # Text as the engine takes it, cleaned on arrival (function.core.text): what a job stores and digests is
@@ -47,6 +58,15 @@ class SpeechRequest(BaseModel):
     seed: int | None = Field(None, description="Same seed and options, same audio.")
     stream: bool = Field(
         False, description="Send audio as it is made (chunked: wav, pcm per chunk; opus, ogg per page)."
+    )
+    flow_steps: int | None = Field(
+        None,
+        description=(
+            f"Euler steps of the flow, {MIN_FLOW_STEPS} to {MAX_FLOW_STEPS}: {MAX_FLOW_STEPS} is CosyVoice"
+            f" v1's, {FAST_FLOW_STEPS} the fast tier (about half the flow's time; may sound worse)."
+            " Default: the deployment's (COSYVOICE_FLOW_STEPS). X-Flow-Steps says which ran."
+        ),
+        json_schema_extra=_FLOW_STEPS,
     )
     text_type: Literal["text", "ssml"] = Field("text", description="ssml: text is a <speak> document.")
     speech_marks: list[MarkType] = Field(
@@ -82,6 +102,7 @@ class SpeechRequest(BaseModel):
             speed=self.speed,
             seed=self.seed,
             stream=self.stream,
+            flow_steps=self.flow_steps,
         )
 
 
@@ -143,12 +164,16 @@ class OpenAIVoice(BaseModel):
 class OpenAISpeechRequest(BaseModel):
     """POST /v1/audio/speech, as OpenAI's API takes it. `voice`: an OpenAI voice name (mapped onto a
     built-in speaker, see GET /v1/speakers), a built-in speaker or a saved voice's id (POST /v1/voices);
-    `model` is accepted and ignored (one model per deployment). The audio is 24 kHz, as OpenAI's is.
-    `seed` is this API's own addition."""
+    `model` chooses the flow's steps (OPENAI_MODEL_FLOW_STEPS: tts-1-hd v1's 10, tts-1 the fast tier's 5,
+    any other name the deployment's default); the model itself is the deployment's one. The audio is
+    24 kHz, as OpenAI's is. `seed` is this API's own addition."""
 
     model_config = ConfigDict(extra="ignore", strict=True)  # newer SDKs send fields we need not know
 
-    model: str = Field(examples=["cosyvoice-300m-sft"])
+    model: str = Field(
+        examples=["tts-1-hd", "tts-1"],
+        description="tts-1-hd: the flow's full 10 steps (v1); tts-1: 5 (faster); other: the deployment's.",
+    )
     input: Text = Field(examples=["Hello from CosyVoice."])
     voice: str | OpenAIVoice = Field(examples=["alloy"])
     instructions: Text | None = Field(
@@ -179,6 +204,7 @@ class OpenAISpeechRequest(BaseModel):
             speed=self.speed,
             seed=self.seed,
             stream=self.stream_format is not None,
+            flow_steps=OPENAI_MODEL_FLOW_STEPS.get(self.model),
         )
 
 
@@ -242,6 +268,7 @@ __all__ = [
     "JobAccepted",
     "JobMessage",
     "JobRequest",
+    "OPENAI_MODEL_FLOW_STEPS",
     "OPENAI_SAMPLE_RATE",
     "OpenAISpeechRequest",
     "OpenAIVoice",

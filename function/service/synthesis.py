@@ -167,8 +167,10 @@ class Synthesis:
 
     @property
     def headers(self) -> dict[str, str]:
-        """What describes the audio to an HTTP client."""
-        return {"X-Sample-Rate": str(self.output.rate)}
+        """What describes the audio to an HTTP client: its rate, and the flow's Euler steps that made it
+        (the request's `flow_steps`, an OpenAI model name's, or the deployment's)."""
+        steps = self.engine.flow_steps_for(self.options)
+        return {"X-Sample-Rate": str(self.output.rate), "X-Flow-Steps": str(steps)}
 
     @property
     def streamed(self) -> bool:

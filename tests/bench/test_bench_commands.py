@@ -23,4 +23,4 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
         main(["--help"])
     assert exited.value.code == 0
     usage = capsys.readouterr().out
-    assert "{coldstart,speed,memory,lambda,all,load,chunks,soak,voices,report,verify}" in usage
+    assert "{coldstart,speed,memory,lambda,all,load,chunks,scaling,soak,voices,report,verify}" in usage

@@ -315,3 +315,47 @@ def test_negative_durations_read_like_positive_ones() -> None:
         "250 ms",
         "2.00 s",
     )
+
+
+def test_speed_table_sets_the_fast_tier_beside_the_ten_step_figures() -> None:
+    from bench.speed import table
+
+    def run(wall: float, flow: float) -> dict:
+        return {"wall": wall, "audio_seconds": 10.0, "stages": {"flow": flow}, "step_ms": {"64": 9.0}}
+
+    ours = {
+        "texts": {"ten_seconds": [run(20.0, 12.0)]},
+        "first_chunk": {"ten_seconds": 1.0},
+        "fast": {
+            "steps": 5,
+            "mel": {"reference_steps": 10, "frames": 430, "moved": {"5": 0.0913, "7": 0.0521}},
+            "runs": [run(14.0, 6.0)],
+        },
+    }
+    upstream = {"texts": {"ten_seconds": [run(160.0, 26.0)]}, "first_chunk": {"ten_seconds": 30.0}}
+    rendered = table({"upstream fp32": upstream, "ours int8": ours}, ("ten_seconds",), {}, [], 1)
+    rows = {row[0]: row[1:] for row in rendered.rows}
+    assert rows["fast tier (5 flow steps): RTF, ten_seconds"][:2] == ("–", "1.40")
+    assert rows["… ÷ the 10-step RTF"][:2] == ("–", "0.70×")
+    assert rows["fast tier: flow s per audio s"][:2] == ("–", "0.60")
+    assert rows["… ÷ the 10-step figure"][:2] == ("–", "0.50×")
+    assert rows["mel moved from 10 steps at 5 / 7 steps (relative L2)"] == ("–", "0.091 / 0.052", "–")
+    assert any("listen before you ship it" in note for note in rendered.notes)
+    without = table({"upstream fp32": upstream}, ("ten_seconds",), {}, [], 1)
+    assert not any(row[0].startswith("fast tier") for row in without.rows)
+
+
+def test_the_speed_child_runs_the_fast_tier_on_the_same_tokens(tiny_artifact: Path, tmp_path: Path) -> None:
+    from bench.config import BenchConfig
+
+    config = BenchConfig(artifacts={"fp32": tiny_artifact}, results=tmp_path, threads=1)
+    config.workload()
+    args = ("--runs", "1", "--texts", "short", "--stream-text", "short", "--fast-steps", "5")
+    data = config.child("ours", "speed", tiny_artifact, *args).data
+    (ten,) = data["texts"]["short"]
+    fast = data["fast"]
+    (five,) = fast["runs"]
+    assert fast["steps"] == 5
+    assert five["tokens"] == ten["tokens"] and five["audio_seconds"] == ten["audio_seconds"] > 0
+    assert fast["mel"]["reference_steps"] == 10 and fast["mel"]["frames"] > 0
+    assert all(0 < moved < 1 for moved in fast["mel"]["moved"].values())

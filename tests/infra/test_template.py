@@ -540,3 +540,16 @@ def test_guard_catches_a_dangling_reference():
         resources["HttpApiIntegration"]["Properties"]["IntegrationUri"] = {"Ref": "ImageFunction.Alias"}
 
     assert dangling_references(_broken(edit))
+
+
+def test_the_flow_steps_parameter_is_the_functions_default_within_the_options_range(rendering):
+    from function.core.options import MAX_FLOW_STEPS, MIN_FLOW_STEPS
+
+    (function,) = rendering.of_type("AWS::Lambda::Function").values()
+    assert (
+        function["Properties"]["Environment"]["Variables"]["COSYVOICE_FLOW_STEPS"]
+        == (rendering.parameters["FlowSteps"])
+    )
+    parameter = TEMPLATE["Parameters"]["FlowSteps"]
+    assert parameter["Default"] == 10  # v1's: unchanged audio unless the operator chooses
+    assert (parameter["MinValue"], parameter["MaxValue"]) == (MIN_FLOW_STEPS, MAX_FLOW_STEPS)

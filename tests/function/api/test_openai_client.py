@@ -143,12 +143,11 @@ def test_every_format_is_24khz_mono_of_the_models_duration(
     assert np.isfinite(audio).all() and np.abs(audio).max() > 0
 
 
-def test_pcm_is_the_models_audio_resampled_to_24khz(client: openai.OpenAI, server: str) -> None:
-    pcm = speak(client, response_format="pcm")
-    assert pcm.response.headers["content-type"] == "audio/pcm"
+def _assert_resampled_from_tts(pcm: Any, server: str, **tts_fields: Any) -> None:
+    """`pcm` (OpenAI's route, seed 1, alloy) is /v1/tts's audio of the same request, resampled to 24 kHz."""
     own = httpx2.post(
         f"{server}/v1/tts",
-        json={"text": TEXT, "speaker": DEFAULT_VOICES["alloy"], "format": "pcm", "seed": 1},
+        json={"text": TEXT, "speaker": DEFAULT_VOICES["alloy"], "format": "pcm", "seed": 1, **tts_fields},
     )
     assert own.headers["x-sample-rate"] == str(MODEL_RATE)  # /v1/tts keeps the model's rate and says so
     native = decode(own.content, "pcm")[0][:, 0]
@@ -156,6 +155,19 @@ def test_pcm_is_the_models_audio_resampled_to_24khz(client: openai.OpenAI, serve
     assert resampled.shape[0] == round(native.shape[0] * RATE / MODEL_RATE)  # same duration, not 9 % off
     expected = np.clip(soxr.resample(native, MODEL_RATE, RATE), -1, 1)
     assert np.abs(resampled - expected).max() < 4 / 32768  # s16 rounding only
+
+
+def test_pcm_is_the_models_audio_resampled_to_24khz(client: openai.OpenAI, server: str) -> None:
+    pcm = speak(client, model="tts-1-hd", response_format="pcm")  # v1's 10 flow steps, /v1/tts's default
+    assert pcm.response.headers["content-type"] == "audio/pcm"
+    _assert_resampled_from_tts(pcm, server)
+
+
+def test_the_model_name_chooses_the_flows_steps(client: openai.OpenAI, server: str) -> None:
+    """tts-1 is the fast tier (5 flow steps), tts-1-hd v1's 10: the same tokens, another solve."""
+    fast, full = (speak(client, model=model, response_format="pcm") for model in ("tts-1", "tts-1-hd"))
+    assert len(fast.content) == len(full.content) and fast.content != full.content
+    _assert_resampled_from_tts(fast, server, flow_steps=5)
 
 
 def test_the_same_pcm_comes_in_a_wav(client: openai.OpenAI) -> None:

@@ -15,7 +15,6 @@ from function.cosyvoice.llm import (
     LLM,
     CacheMemory,
     DecoderCache,
-    decode_threads,
 )
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
@@ -314,11 +313,6 @@ def test_speaker_embedding_shapes(shape: tuple[int, ...]) -> None:
         )
     )
     assert prefill.calls[0]["speaker_embedding"].shape == (shape[0] if len(shape) == 2 else 1, 192)
-
-
-@pytest.mark.parametrize(("cpus", "threads"), [(1, 1), (2, 2), (6, 2)])
-def test_decode_threads_use_both_cores_of_two_whatever_the_precision(cpus: int, threads: int) -> None:
-    assert decode_threads(cpus) == threads
 
 
 def test_the_loaded_decode_session_has_both_cores_and_waits_for_work_only_briefly_within_a_run(

@@ -174,7 +174,7 @@ def test_openai_route(
     mode: str,
 ) -> None:
     request = {
-        "model": "tts-1",
+        "model": "tts-1-hd",  # v1's 10 flow steps, as /v1/tts by default
         "input": SSML if mode == "ssml" else TEXT,
         "voice": openai_voice(voice, who),
         "response_format": "pcm",
@@ -184,6 +184,7 @@ def test_openai_route(
         request["stream_format"] = "audio" if mode == "streamed" else "sse"
     response = client.post("/v1/audio/speech", json=request)
     assert response.status_code == 200, response.text
+    assert response.headers["x-flow-steps"] == "10"
     audio = response.content
     if mode == "sse":
         events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
@@ -268,3 +269,15 @@ def test_a_saved_voice_with_speech_marks_is_served(client: httpx.Client, saved_v
     )
     assert response.status_code == 200, response.text
     assert response.json()["marks"] == [SENTENCE]
+
+
+def test_the_flow_steps_that_ran_are_in_the_header_on_every_http_route(
+    client: httpx.Client, reference: dict[tuple[str, bool], bytes]
+) -> None:
+    assert tts(client, **body({"speaker": SPEAKER})).headers["x-flow-steps"] == "10"
+    fast = tts(client, **body({"speaker": SPEAKER}, flow_steps=5))
+    assert fast.headers["x-flow-steps"] == "5" and fast.content != reference["speaker", False]
+    openai = {"input": TEXT, "voice": "alloy", "response_format": "pcm", "seed": SEED}
+    tts1 = client.post("/v1/audio/speech", json={**openai, "model": "tts-1"})
+    assert tts1.headers["x-flow-steps"] == "5"
+    assert_resampled(tts1.content, fast.content)
