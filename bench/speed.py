@@ -65,11 +65,24 @@ def run(config: BenchConfig, texts: tuple[str, ...]) -> tuple[dict[str, Any], li
         results[label] = child.data
         print(f"speed {label}: done in {seconds(child.ended - child.spawned)}", flush=True)
     memory_mb = cost.template_memory_mb()
-    rtfs = {label: _rtf(_runs(data, STREAM_TEXT)) for label, data in results.items()}
     return {"variants": results, "missing": missing, "workload": workload["texts"], "memory_mb": memory_mb}, [
         table(results, texts, workload, missing, config.runs),
-        cost.table({label: rtf for label, rtf in rtfs.items() if label.startswith("ours")}, memory_mb),
+        cost.table(tier_rtfs(results), memory_mb),
     ]
+
+
+def tier_rtfs(results: dict[str, Any]) -> dict[str, float | None]:
+    """Each of our variants' whole-utterance RTF on the stream text, and its fast tier's beside it: the
+    rows of the cost table."""
+    rtfs: dict[str, float | None] = {}
+    for label, data in results.items():
+        if not label.startswith("ours"):
+            continue
+        rtfs[label] = _rtf(_runs(data, STREAM_TEXT))
+        fast = data.get("fast")
+        if fast:
+            rtfs[f"{label}, {fast['steps']} flow steps"] = _rtf(fast.get("runs", []))
+    return rtfs
 
 
 def _runs(data: dict[str, Any], text: str) -> list[dict[str, Any]]:

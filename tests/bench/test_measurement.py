@@ -359,3 +359,15 @@ def test_the_speed_child_runs_the_fast_tier_on_the_same_tokens(tiny_artifact: Pa
     assert five["tokens"] == ten["tokens"] and five["audio_seconds"] == ten["audio_seconds"] > 0
     assert fast["mel"]["reference_steps"] == 10 and fast["mel"]["frames"] > 0
     assert all(0 < moved < 1 for moved in fast["mel"]["moved"].values())
+
+
+def test_the_cost_table_has_a_row_per_tier() -> None:
+    from bench.speed import tier_rtfs
+
+    def run(wall: float) -> dict:
+        return {"wall": wall, "audio_seconds": 10.0, "stages": {}, "step_ms": {}}
+
+    ours = {"texts": {"ten_seconds": [run(20.0)]}, "fast": {"steps": 5, "runs": [run(14.0)]}}
+    upstream = {"texts": {"ten_seconds": [run(160.0)]}}
+    rtfs = tier_rtfs({"upstream fp32": upstream, "ours int8": ours, "ours fp32": {"texts": {}}})
+    assert rtfs == {"ours int8": 2.0, "ours int8, 5 flow steps": 1.4, "ours fp32": None}
