@@ -19,7 +19,7 @@ import torch
 from export.assets import TOKENIZER_ASSET, find_asset
 from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
-from export.errors import CheckpointMismatch, ContractError, ExportError, OptionsError
+from export.errors import ContractError, OptionsError
 from export.optimize import LEVEL_NAME as OPTIMIZATION
 from export.optimize import optimize_graph
 from export.parts import ConfigT, ModuleT, Part, QuantizablePart
@@ -219,18 +219,6 @@ def is_instruct(model_dir: Path, instruct: bool | None = None) -> bool:
     return instruct if instruct is not None else "-Instruct" in os.fspath(model_dir)
 
 
-def export_model(
-    model_dir: Path,
-    out_dir: Path,
-    options: ExportOptions = ExportOptions(),
-    force: bool = False,
-    progress: Callable[[int, int, str, float], None] = _progress,
-    instruct: bool | None = None,
-) -> ExportSummary:
-    """One artifact from one model directory."""
-    return export_artifacts(model_dir, {out_dir: options}, force, progress, instruct)[0]
-
-
 def export_artifacts(
     model_dir: Path,
     targets: Mapping[Path, ExportOptions],
@@ -306,14 +294,7 @@ def _export_part(
     """Load `name`.pt into the part's module and add its graphs; returns the checkpoint's fp32 bytes."""
     state = load_state_dict(model_dir / f"{name}.pt")
     parameter_bytes = sum(t.numel() * 4 for t in state.values() if t.is_floating_point())
-    try:
-        module = part.load_module(state, config)
-    except ValueError as exc:
-        if isinstance(exc, ExportError):
-            raise
-        # The LLM's modules (export/parts/llm.py, export/modules/conformer.py) still refuse with a bare
-        # ValueError; it is the same kind of refusal, typed here until they raise ExportError themselves.
-        raise CheckpointMismatch(str(exc)) from exc
+    module = part.load_module(state, config)
     advance(f"{name}.pt loaded")
     with torch.inference_mode(False), torch.no_grad():
         graphs.update(part.export_graphs(module, config))
@@ -424,7 +405,6 @@ __all__ = [
     "LLM_WEIGHT_MODES",
     "VOCODER_WEIGHT_MODES",
     "export_artifacts",
-    "export_model",
     "conform_io_names",
     "is_instruct",
 ]

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from export.config import EncoderConfig
+from export.errors import UnsupportedModel
 from export.modules.cached_attention import CachedAttention
 
 
@@ -329,7 +330,7 @@ def check_encoder(config: EncoderConfig, where: str, causal: bool) -> None:
     if config.static_chunk_size != chunk:
         problems.append(f"static_chunk_size {config.static_chunk_size} (need {chunk}: {attention} attention)")
     if problems:
-        raise ValueError(f"{where}: unsupported encoder settings: {', '.join(problems)}")
+        raise UnsupportedModel(f"{where}: unsupported encoder settings: {', '.join(problems)}")
 
 
 __all__ = ["Encoder", "check_encoder"]

@@ -15,6 +15,7 @@ import onnx
 import torch
 
 from export.config import LLMConfig
+from export.errors import CheckpointMismatch
 from export.modules.cached_attention import CONTRIB_DOMAIN
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
 from export.parts.samples import Samples
@@ -53,7 +54,8 @@ def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
 
 
 def load_module(state_dict: Mapping[str, torch.Tensor], config: LLMConfig) -> TransformerLM:
-    """Our module with the checkpoint's tensors; a ValueError names every key or shape that does not fit."""
+    """Our module with the checkpoint's tensors; CheckpointMismatch names every key or shape that does
+    not fit."""
     with torch.device("meta"):
         module = TransformerLM(config)
     expected = {key: tuple(value.shape) for key, value in module.state_dict().items()}
@@ -70,7 +72,7 @@ def load_module(state_dict: Mapping[str, torch.Tensor], config: LLMConfig) -> Tr
         if items
     ]
     if problems:
-        raise ValueError("llm.pt does not match cosyvoice.yaml's llm: " + "; ".join(problems))
+        raise CheckpointMismatch("llm.pt does not match cosyvoice.yaml's llm: " + "; ".join(problems))
     module.load_state_dict({k: v.float() for k, v in state_dict.items()}, strict=True, assign=True)
     return module.eval()
 

@@ -95,10 +95,6 @@ class Settings:
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
 
-    @property
-    def artifact_on_s3(self) -> bool:
-        return self.artifact.startswith("s3://")
-
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
         if self.max_response_bytes is None:

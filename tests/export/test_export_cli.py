@@ -118,6 +118,10 @@ def test_artifacts_from_one_run_equal_separate_exports(
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("done in") == 2  # a summary per artifact
     assert run_cli("-m", "export", str(tiny_model_dir), str(single), *quantised).returncode == 0
-    assert _manifest(fp32) == _manifest(tiny_artifact)
+    # The session's artifact was exported with the quality report on (how far fewer flow steps move the
+    # mel); the report is a measurement beside the content, which must be the same.
+    reported = _manifest(tiny_artifact)
+    assert reported["export_options"].pop("flow_steps")["reference_steps"] == 10
+    assert _manifest(fp32) == reported
     assert _manifest(together) == _manifest(single)
     assert _manifest(together)["weights"] != _manifest(fp32)["weights"]
