@@ -1,10 +1,10 @@
 """Run onnxruntime's graph optimiser once, at export, instead of in every cold start.
 
 onnxruntime rewrites a graph when a session is created (constant folding, attention/GELU/LayerNorm
-fusions). For the flow estimator that costs ~0.3 s of every start. The portable part of that work
+fusions). For the flow estimator that is most of its session's creation. The portable part of that work
 (`ORT_ENABLE_EXTENDED`: fusions into onnxruntime's CPU contrib ops, no CPU-specific layouts) is done here
-and saved; the runtime then creates the session with optimisation off (measured: the same speed, and
-the estimator's session is created in ~90 ms instead of ~450 ms).
+and saved; the runtime then creates the session with optimisation off: the same speed, and the
+estimator's session is created several times faster (`python -m bench coldstart` times session creation).
 The result is tied to the onnxruntime version that wrote it, which the manifest records and pins.
 """
 
@@ -40,8 +40,8 @@ def optimize_graph(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _session_source(model: onnx.ModelProto, tmp: Path) -> bytes | str:
-    """The model as bytes when protobuf allows (a fp32 LLM graph optimises in ~9 s instead of ~15 s without
-    the detour through a file), else saved with its tensors external."""
+    """The model as bytes when protobuf allows (faster than the detour through a file, notably for the
+    fp32 LLM graphs), else saved with its tensors external."""
     if model.ByteSize() < PROTOBUF_LIMIT:
         return model.SerializeToString()
     staged = onnx.ModelProto()

@@ -3,23 +3,24 @@
 LLM (`quantize_matmuls`, onnxruntime's MatMulNBits): symmetric blocks along the input dimension, one fp32
 scale per block, `accuracy_level` 4 (the kernel quantises activations to int8 on the fly). Decode is a
 matrix-vector product bound by weight bandwidth, which 8/4-bit blocks cut. Blocks are 128 wide for int8
-(8 bits leave ample resolution; 32-wide blocks' scales are 12.5 % more bytes to read, and the kernel ran
-~15 % slower with them, 2 threads, 200M weights) and 32 wide for int4, whose 16 levels need them.
+(8 bits leave ample resolution; 32-wide blocks' scales are 12.5 % more bytes to read, and the kernel is
+slower with them) and 32 wide for int4, whose 16 levels need them.
 
 Flow (`quantize_dynamic_int8`, onnxruntime's dynamic quantisation): int8 weights with one scale per tensor,
 activations quantised to uint8 per call, u8s8 integer GEMM. The flow's MatMuls have hundreds of rows and are
-compute-bound; on AVX2 (no VNNI) they ran ~2.7x faster than fp32 (the estimator call 1.3-1.8x, attention
-stays fp32), while MatMulNBits 8-bit measured slower than fp32 there. Per-channel and reduced-range weights
-measured less accurate on the flow, and quantising the Conv layers too (ConvInteger) slower.
+compute-bound; even on AVX2 (no VNNI) they run much faster than fp32 (the estimator call gains less:
+attention stays fp32), while MatMulNBits 8-bit is slower than fp32 there. Per-channel and reduced-range
+weights are less accurate on the flow (`python -m export`'s quality report says how far the mel moves),
+and quantising the Conv layers too (ConvInteger) is slower. `python -m bench speed` times the stages.
 
 Vocoder (`quantize_static_int8`, onnxruntime's static quantisation): the generator's convolutions as
 QLinearConv, int8 weights per output channel and uint8 activations whose ranges are fixed at export from
 calibration inputs (min/max). Its convolutions run at the cores' fp32 peak over hundreds of thousands of
-frames, so only integer arithmetic makes them faster: a 128-channel k=11 convolution over 53k frames took
-14 ms as u8s8 QLinearConv against 54 ms in fp32 (2 threads); with int8 activations onnxruntime has no fast
-kernel (251 ms). The kernels use VNNI where the CPU has it and run everywhere else too; the weights keep
-7 bits (reduce_range) because AVX2 without VNNI sums u8*s8 pairs in saturating int16: on a Zen 3 host
-full 8-bit weights moved a test convolution 6.2 % from fp32, 7-bit ones 2.0 %. The Snake
+frames, so only integer arithmetic makes them faster: u8s8 QLinearConv runs them several times faster
+than fp32, while with int8 activations onnxruntime has no fast kernel (slower than fp32). The kernels use
+VNNI where the CPU has it and run everywhere else too; the weights keep 7 bits (reduce_range) because
+AVX2 without VNNI sums u8*s8 pairs in saturating int16, where full 8-bit weights move a convolution's
+output several times further from fp32 than 7-bit ones. The Snake
 activations, each ending in one of those convolutions' uint8 input, then become lookup tables
 (export.tabulate).
 

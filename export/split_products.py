@@ -2,11 +2,11 @@
 
 The flow estimator computes q, k and v with one product of the concatenated weights, then a Split; the
 Split copies all three out of the product's output, and onnxruntime's attention wants them apart. One
-product per part, each with its columns of the weight, gives the same values without the copies: an
-estimator call (two threads, 861 frames, alternating with the fused form) takes 0.98x as long in int8 and
-0.99x in fp32. The weight is sliced after quantisation, so a part shares the whole weight's scale and
-the int8 products compute exactly what their slice of the fused one did (a weight quantised per part
-would get its own scale, and the mel moved further from fp32: 2.22 % against 2.05 %).
+product per part, each with its columns of the weight, gives the same values without the copies, and
+an estimator call a little faster in int8 and fp32 alike (`python -m bench speed` times the flow). The
+weight is sliced after quantisation, so a part shares the whole weight's scale and the int8 products
+compute exactly what their slice of the fused one did (a weight quantised per part would get its own
+scale, and the mel would move further from fp32: `python -m export`'s quality report measures it).
 
 A product qualifies when it is a MatMul or a DynamicQuantizeMatMul with a constant 2-D weight (and, for
 the latter, a scale and zero point per tensor or per column, and a constant bias if any), and its one

@@ -6,7 +6,7 @@ input). In between, onnxruntime makes seven passes over the tensor in fp32 (Dequ
 Pow, Mul, Add, QuantizeLinear), and on AVX-512 cores those passes cost more than the convolutions. Each
 output code depends only on the input code and the channel, so the region is a function of 256 values per
 channel: the export evaluates it once at every code, and the graph reads the answer with one Cast and one
-GatherElements (a [1, 128, 53k] Snake: 36 → 8.6 ms on 2 threads). The table is the region's own output,
+GatherElements, a fraction of the seven passes' time. The table is the region's own output,
 computed by onnxruntime's own kernels, so the graph's result does not change.
 
 A region qualifies when it starts at DequantizeLinear nodes of one uint8 tensor [1, C, T], ends at one
@@ -15,15 +15,16 @@ QuantizeLinear to uint8, holds only elementwise operators whose other inputs are
 
 The Snake before each residual block's first convolution reads the fp32 residual stream and ends in that
 convolution's QuantizeLinear. Its input is not a code, but its output is one of 256 and rises with the
-input (x + sin²(αx)/α has slope 1 + sin(2αx) ≥ 0): per channel, every input below some value gives code
-0, every input above another gives 255, and the codes rise in between. The export finds that stretch by
+input (x + sin²(αx)/α has slope 1 + sin(2αx) ≥ 0): per channel, every input below some value gives code 0,
+every input above another gives 255, and the codes rise in between. The export finds that stretch by
 evaluating the region densely over a wide range, checks that the codes never fall and that both ends
 saturate, and tabulates the region at `FINE_CODES` evenly spaced inputs across it; the graph rounds its
-input to that grid (a uint16 QuantizeLinear per channel), clips and reads the table (a [1, 128, 22k]
-Snake: 7.5 → 2.9 ms on 2 threads). Only an input within half a grid step of a code's boundary can get
-the neighbouring code: 1-2 codes in a hundred move by one, and the vocoder's waveform SNR against fp32
-stays within 0.1 dB. A region qualifies when it holds only elementwise operators with constants per
-channel or scalars, reads one fp32 tensor [1, C, T] and nothing else reads its intermediate tensors.
+input to that grid (a uint16 QuantizeLinear per channel), clips and reads the table, again in a fraction
+of the passes' time. Only an input within half a grid step of a code's boundary can get the neighbouring
+code: a few codes in a hundred move by one, and the vocoder's waveform SNR against fp32 barely moves
+(`python -m export`'s quality report gives it). A region qualifies when it holds only elementwise
+operators with constants per channel or scalars, reads one fp32 tensor [1, C, T] and nothing else reads
+its intermediate tensors.
 
 Both kinds run on the optimised graph, where constants are folded and the convolutions are QLinearConv.
 """

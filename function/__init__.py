@@ -6,9 +6,12 @@ The packages, from the ground up; each imports only those above it in this list:
               SynthesisOptions, clean text, scripts (SSML's pieces), the audio formats, the Deadline
   cosyvoice/  the speech engine: artifact and ONNX contract, text front end, LLM, flow, vocoder,
               streaming, the Engine; knows nothing of HTTP, Lambda, S3 or SQS (a test says so)
-  shared/     what every edge shares around the engine: settings, wire schemas, SSML and speech marks,
-              voices and the saved voice library, the process's one model, artifact loading, encoders,
-              S3 storage, replies, where deadlines come from
+  audio/      the engine's chunks encoded into a format's bytes, resampled to the rate asked for
+  markup/     SSML read into a script, and speech marks written out (Polly's lines, WebVTT, a stream)
+  aws/        one cached boto3 client per service, and S3 storage
+  voices/     who speaks: OpenAI's voice names, and the library of saved voices
+  instance/   what one process holds: its settings, its one model, the artifact it loads, its startup record
+  service/    the one way through the service: wire schemas, the synthesis every edge calls, deadlines
   jobs/       long texts in S3 across invocations: the job store, the worker, the queue, SQS batches,
               the job routes
   api/        the HTTP API (FastAPI): /v1/tts, OpenAI's /v1/audio/speech, /v1/voices, API keys,

@@ -11,11 +11,11 @@ everything is zipped. The build fails if the unzipped size exceeds Lambda's 250 
 deploy would fail later with a less helpful message.
 
 Bytecode: /var/task is read-only, so a zip without .pyc files makes every cold start compile every module
-it imports (measured: handler imports ~3x slower). When an interpreter of the runtime's version is found
-(--compile-with, or a `python3.12` on PATH that runs and reports 3.12), the staged tree is compiled with
-it, hash-based and unchecked: the zip's fixed timestamps would otherwise invalidate timestamp-based .pyc
-files. Without one the zip ships sources only and says so; the SnapStart variant then pays the
-compilation once, before its snapshot, rather than on every restore.
+it imports (the handler's imports then take several times as long: `python -X importtime` shows it). When
+an interpreter of the runtime's version is found (--compile-with, or a `python3.12` on PATH that runs and
+reports 3.12), the staged tree is compiled with it, hash-based and unchecked: the zip's fixed timestamps
+would otherwise invalidate timestamp-based .pyc files. Without one the zip ships sources only and says so;
+the SnapStart variant then pays the compilation once, before its snapshot, rather than on every restore.
 
 The zip is reproducible (sorted entries, fixed timestamps): an unchanged build uploads under the same
 content hash, so `sam deploy` publishes no new version and takes no new SnapStart snapshot.

@@ -135,7 +135,7 @@ def export_graphs(module: HiFT, config: HiFTConfig) -> dict[str, onnx.ModelProto
 
 def runtime_vocoder(graphs: Mapping[str, onnx.ModelProto], params: VocoderParams, prepack: bool) -> Vocoder:
     """The runtime's Vocoder over in-memory graphs (a statically quantised generator needs `prepack`:
-    QLinearConv unpacked ran at 0.73x fp32's time, packed at 0.54x)."""
+    QLinearConv runs markedly faster packed)."""
     return Vocoder(
         in_memory_graph(graphs[HIFT_F0.name], HIFT_F0, prepack),
         in_memory_graph(graphs[HIFT_GENERATOR.name], HIFT_GENERATOR, prepack),
@@ -154,8 +154,8 @@ def quantize_graphs(
     graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples
 ) -> dict[str, onnx.ModelProto]:
     """The generator with its convolutions int8 ("int8", the vocoder's one mode), activation ranges from
-    `samples`' calibration mels, and each Snake before one of them read from a table (export.tabulate).
-    The f0 predictor stays fp32: its output decides what is voiced, and it is ~1 % of the vocoder's time."""
+    `samples`' calibration mels, and each Snake before one of them read from a table (export.tabulate). The f0
+    predictor stays fp32: its output decides what is voiced, and it is a small part of the vocoder's time."""
     if mode != "int8":
         raise OptionsError(f"the vocoder quantises to int8 only, not {mode!r}")
     vocoder = runtime_vocoder(graphs, samples.config.hift.params(), prepack=False)

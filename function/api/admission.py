@@ -1,12 +1,12 @@
 """Admission control for synthesis: at most `capacity` run at once, at most `max_queued` wait for a slot,
 and anything beyond is refused at once with 429 `busy` and Retry-After.
 
-Synthesis is CPU-bound: more of them at once than the cores hold only makes each one slower, and without
-a limit the excess queues unseen in the thread pool, ahead of the health probes (issue 12: 48 requests
-on 2 cores timed out every /healthz). The limit sits in the ASGI layer, on the event loop, before the body
-is read, so a refused request costs no work. Routes opt in with the `synthesis` tag (SYNTHESIS); a
-streamed response holds its slot until its last byte is sent or the client goes away. /readyz reports
-the counts, and 503 while the queue is full or the server drains.
+Synthesis is CPU-bound: more of them at once than the cores hold only makes each one slower, and without a
+limit the excess queues unseen in the thread pool, ahead of the health probes, until every /healthz times out
+(`python -m bench load` probes a saturated server). The limit sits in the ASGI layer, on the event loop,
+before the body is read, so a refused request costs no work. Routes opt in with the `synthesis` tag
+(SYNTHESIS); a streamed response holds its slot until its last byte is sent or the client goes away. /readyz
+reports the counts, and 503 while the queue is full or the server drains.
 
 Inside Lambda (Mangum) an environment serves one request at a time, so the limit is on but never reached.
 """

@@ -1,9 +1,9 @@
 """AWS clients, created on first use and dropped after a SnapStart restore.
 
-boto3 costs ~100+ ms to import, so nothing imports it unless the deployment touches S3 or SQS. Connections
-made before a snapshot must not be trusted after restore (they belong to another machine's sockets), hence
-`reset_clients()`. Endpoints come from the standard variables (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SQS
-for a local server).
+boto3 is slow to import (`python -X importtime -c "import boto3"`), so nothing imports it unless the
+deployment touches S3 or SQS. Connections made before a snapshot must not be trusted after restore (they
+belong to another machine's sockets), hence `reset_clients()`. Endpoints come from the standard variables
+(AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SQS for a local server).
 """
 
 from __future__ import annotations

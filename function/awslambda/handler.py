@@ -27,7 +27,7 @@ SNAPSTART = INIT_TYPE == "snap-start"
 # First thing at INIT: start the model load, then import the rest while its sessions are created (that
 # releases the GIL).
 # A snapshot or a provisioned environment is initialised before anyone calls: there the artifact's sha256
-# are checked too (~3 s for fp32), so a damaged file fails INIT instead of speaking noise.
+# are checked too (every byte is read), so a damaged file fails INIT instead of speaking noise.
 model.start_loading(warm_up=False if SNAPSTART else None, verify_hashes=INIT_TYPE != "on-demand")
 
 import random
@@ -59,9 +59,9 @@ def _http_adapter() -> Mangum:
 
 
 _settings = get_settings()
-# The web stack takes ~0.6 s to import (FastAPI alone ~0.5 s). An on-demand INIT is on a caller's clock
-# and direct or SQS events never need it, so there it loads with the first HTTP event; a snapshot or a
-# provisioned environment loads it now, while nobody waits.
+# The web stack is slow to import (`python -X importtime -c "import function.api.app"`, FastAPI most of
+# it). An on-demand INIT is on a caller's clock and direct or SQS events never need it, so there it loads
+# with the first HTTP event; a snapshot or a provisioned environment loads it now, while nobody waits.
 if INIT_TYPE != "on-demand":
     _http_adapter()
 if _settings.output_bucket is not None:

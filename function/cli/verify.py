@@ -1,6 +1,6 @@
 """`python -m function verify --artifacts DIR|s3://...`: check every artifact file against the manifest.
 
-Sizes and each file's sha256 (the whole 1.7 GB of an fp32 artifact: ~3 s here), without creating a
+Sizes and each file's sha256 (every byte: 1.7 GB for an fp32 artifact), without creating a
 session: for a deploy pipeline before `infra.upload`, or after copying an artifact. A damaged file is one
 error line and exit status 2; a good artifact prints what was checked.
 """

@@ -7,9 +7,8 @@ this is the estimate used to refuse work up front; the deadline itself is enforc
 
 Speed: compute seconds per speech token on this instance, measured, never assumed. The warm-up gives a
 first figure, which the first real synthesis replaces: a 10-token run spreads its fixed costs over few
-tokens, so it overstates the cost per token (~50 ms against ~32 ms in a 6 s utterance, int8 at full
-size, 2 vCPUs). After that every finished synthesis updates the running figure. Before any measurement,
-nothing is refused up front.
+tokens, so it overstates the cost per token. After that every finished synthesis updates the running
+figure. Before any measurement, nothing is refused up front.
 """
 
 from __future__ import annotations

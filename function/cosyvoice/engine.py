@@ -14,12 +14,10 @@ first chunk holds the LLM while it goes through the flow and the vocoder (first 
 
 Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
-vocoder with some context either side (see function.cosyvoice.stream). The first size was measured with
-`python -m bench chunks` (int8, 2 vCPUs, the LLM held during the first chunk): its first chunk came after
-0.87 s at 10 tokens, 1.03 s at 15, 1.46 s at 25, and the listener waited as long in all of them later on.
-Slower-growing later sizes (40, 60, 80, 120, 160) were no better beyond the host's noise: streamed RTF
-0.82 / 1.10 / 1.05 against 0.86 / 1.05 / 1.04 in three sessions of alternating runs (`python -m bench
-chunks --schedules '10,50,100;10,40,60,80,120,160'`), the listener's waits likewise.
+vocoder with some context either side (see function.cosyvoice.stream). The sizes rest on `python -m bench
+chunks`: a smaller first chunk brings the first audio sooner, and with the LLM held during it the listener
+waits no longer later on; later sizes that grow more slowly (`python -m bench chunks --schedules
+'10,50,100;10,40,60,80,120,160'` alternates the two) make the stream no faster.
 A whole-utterance request runs each segment through the flow in one call, as upstream does.
 """
 
@@ -366,9 +364,10 @@ class Engine:
         """One segment's audio from its tokens as they are drawn: chunk by chunk, or whole at `speed`.
 
         `hold_first` (the LLM's RunAhead.hold) keeps the LLM from drawing while the first chunk goes
-        through the flow and the vocoder. Running beside them, it slowed that chunk ~1.6x (the stages
-        share two cores poorly), while holding it there costs the rest of the request nothing measurable;
-        holding it at every chunk made the whole stream slower (measured, int8, 2 vCPUs)."""
+        through the flow and the vocoder. Running beside them, it slows that chunk (the stages share two
+        cores poorly), while holding it there costs the rest of the request nothing measurable; holding it
+        at every chunk makes the whole stream slower (`python -m bench chunks` records the first chunk
+        and the streamed RTF)."""
         if not chunked:
             tokens = np.asarray([list(generated)], dtype=np.int64).reshape(1, -1)
             if tokens.shape[1] == 0:

@@ -12,8 +12,8 @@ sound is the model's to say, and random weights cannot tell it.
 
 With two or more threads the two rows of that batch run side by side, one per thread, each on half the
 threads: the rows are independent, and the estimator's thousand-odd small nodes then never wait for each
-other's threads (measured on 2 vCPUs: a streamed window's estimator call 30-35 % faster in int8, 10-20 %
-in fp32, than one call on the batch with two threads). fp32 gives the same velocity to ~1e-5; int8
+other's threads, so the estimator call is faster than one call on the batch with all the threads
+(`python -m bench speed` times the flow). fp32 gives the same velocity to ~1e-5; int8
 quantises each row's activations on their own range instead of both rows' (as accurate against fp32).
 """
 

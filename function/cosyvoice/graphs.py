@@ -4,12 +4,12 @@ Every external tensor reaches its session as an OrtValue viewing weights.bin whe
 lies (`add_initializer`: onnxruntime uses the memory as given). So nothing is copied: on disk the weights
 stay file-backed and shared between processes, tensors the two LLM graphs share are mapped once, and an
 artifact read from S3 into memory is not duplicated (onnxruntime's own loading copies in-memory external
-data, ~2.4 GiB more at full size). Graphs are created with prepacking off, so fp32 kernels read those
-views directly (~10 ms per session). The LLM's MatMulNBits graphs ("int8"/"int4") prepack, because their
-kernels are an order of magnitude slower without it, and so does the vocoder's statically quantised generator
-("int8-static": QLinearConv took 0.73x fp32's time unpacked, 0.54x packed); the flow's dynamically
-quantised graphs ("int8-dynamic") measured as fast unpacked, and their sessions start in less than half
-the time.
+data). Graphs are created with prepacking off, so fp32 kernels read those views directly and a session
+starts without copying its weights. The LLM's MatMulNBits graphs ("int8"/"int4") prepack, because their
+kernels are far slower without it, and so does the vocoder's statically quantised generator
+("int8-static": QLinearConv runs markedly faster packed); the flow's dynamically quantised graphs
+("int8-dynamic") run as fast unpacked, and their sessions start sooner. `python -m bench speed` times the
+stages and `python -m bench coldstart` the session creation.
 """
 
 from __future__ import annotations
@@ -175,8 +175,9 @@ class BoundRun:
     """One graph's inputs and outputs bound to fixed arrays, run again and again without binding anew.
 
     Each run reads the input arrays as they are then and writes every output into its array, so a caller
-    changes an input by writing into it and reads the outputs where they were bound. A decode step saves
-    ~0.8 ms this way (40-odd inputs and 29 outputs bound, and the outputs fetched, per run otherwise)."""
+    changes an input by writing into it and reads the outputs where they were bound. A decode step, the
+    hottest loop, then binds nothing per run (otherwise 40-odd inputs and 29 outputs, and the outputs
+    fetched)."""
 
     def __init__(
         self, graph: Graph, inputs: Mapping[str, np.ndarray], into: Mapping[str, np.ndarray]

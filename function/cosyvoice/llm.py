@@ -38,9 +38,8 @@ from function.cosyvoice.threads import ThreadSplit
 
 CACHE_BLOCK = 128
 # How long the decode's worker waits for the next node's work before it sleeps. A step is ~250 small nodes:
-# woken for each one, the worker came late (int8, 2 vCPUs, alone: 11.8 ms a step; 9.4 with this, 9.2 with
-# 100 µs, 10.3 with 5), and a wait this short takes nothing the flow could use (streamed RTF level with
-# sleeping workers in three alternating rounds; the flow and vocoder sessions gain nothing from it).
+# woken for each one, the worker comes late, and a wait this short takes nothing the flow could use (the
+# flow and vocoder sessions gain nothing from spinning). `python -m bench speed` times the step.
 DECODE_SPIN_MICROSECONDS = 20
 
 
@@ -51,10 +50,9 @@ _STEP = len(LLM_STEP_KINDS)  # the kinds a step writes come first
 class CacheMemory:
     """Flat float32 blocks that decoder caches are cut from, kept when a cache gives them back.
 
-    On a Firecracker guest (this host, and Lambda) the first touch of memory the process has not used
-    before is slow: growing the cache into fresh arrays took 250-450 ms at 384-512 positions, into
-    reused ones 33-43 ms (int8, ten seconds of speech, a step being ~11 ms). A growth takes a block
-    before it gives the old one back, so `KEPT` blocks (the largest) serve one request at a time without
+    In a virtual machine such as Lambda's the first touch of memory the process has not used before is slow:
+    growing the cache into fresh arrays costs many decode steps, into reused ones far less. A growth takes a
+    block before it gives the old one back, so `KEPT` blocks (the largest) serve one request at a time without
     new memory once it has been as long before; more than that is given back to the allocator."""
 
     KEPT = 4  # two kinds (keys and values, position rows) in the current and the previous size

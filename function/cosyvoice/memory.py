@@ -1,14 +1,14 @@
 """Memory given back after every graph run, so a long-lived process stays the size of its model.
 
 Two allocators otherwise keep the largest request's working memory for good, and a server that meets
-requests of growing shapes grows in steps (measured: +27 % RSS between requests over a 5-minute soak):
+requests of growing shapes grows in steps (`python -m bench soak` records RSS between requests):
 - onnxruntime's CPU arena keeps every region it has grown to. `RUN_OPTIONS` asks it to free its idle
   regions at the end of each run (arena shrinkage); the arena itself stays on, because without it every
-  intermediate tensor is a malloc and the flow ran 1.07-1.31x slower.
+  intermediate tensor is a malloc and the flow runs slower.
 - glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB), so once a large
   activation has been freed, the next ones come from the heap, which keeps what it is given. A fixed
   threshold (`fix_mmap_threshold`) keeps blocks of 1 MiB and more as mappings, returned when freed.
-Together RSS between requests stays flat (bench soak) at no measurable cost in speed.
+Together RSS between requests stays flat (`python -m bench soak`) at no measurable cost in speed.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ and the two kinds of work want different things:
 - The prefill, the LLM's position rows, the flow's encoder and the prompt models run one at a time
   (before a segment, or before the request) and take every CPU.
 
-At one and two CPUs these are the choices measured on 2-vCPU hosts (function.cosyvoice.llm and
-function.cosyvoice.flow say how); above two the same rules are applied, and `python -m bench scaling`
-measures each count the host has with the split this gives it.
+At one and two CPUs these choices rest on measurements (function.cosyvoice.llm and function.cosyvoice.flow
+name the commands); above two the same rules are applied, and `python -m bench scaling` measures each
+count the host has with the split this gives it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Open the deployment's artifact: a local directory (mapped) or s3://bucket/prefix (read into memory).
 
 The S3 path is the zip/SnapStart variant: the model cannot ride in a 250 MB zip, so INIT reads it into
-one bytearray with parallel ranged GETs (one connection rarely exceeds ~90 MB/s; many together reach the
-instance's bandwidth) and the snapshot keeps it. Sizes come from the manifest, so no HEAD requests.
+one bytearray with parallel ranged GETs (one connection is limited well below the instance's bandwidth;
+many together reach it, as AWS's S3 performance guidelines advise) and the snapshot keeps it. Sizes come
+from the manifest, so no HEAD requests.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ ATTEMPTS = 3  # botocore retries failed requests, not bodies cut off mid-read: r
 
 def open_artifact(location: str, verify_hashes: bool = False) -> Artifact:
     """A directory (mapped) or s3://bucket/prefix (read into memory). Sizes are always checked; with
-    verify_hashes every file's sha256 too (~1 s per GB: for INITs nobody waits for, and `verify`)."""
+    verify_hashes every file's sha256 too (it reads every byte: for INITs nobody waits for, and `verify`)."""
     if location.startswith("s3://"):
         from function.aws.clients import s3_client
 

@@ -112,9 +112,10 @@ def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
     if warm_up:
         with startup.STARTUP.phase("warm_up"):
             engine.warm_up()
-    # The text graphs hold the GIL while they are read (~0.12 s): beside the sessions or the warm-up they
-    # delayed ready by as much (measured), so they are read once the engine is up, on a thread of their
-    # own; a request that comes sooner waits for the rest. Under SnapStart they are read before the snapshot.
+    # The text graphs hold the GIL while they are read: beside the sessions or the warm-up they delay
+    # ready by as much (`python -m bench coldstart`), so they are read once the engine is up, on a thread
+    # of their own; a request that comes sooner waits for the rest. Under SnapStart they are read before
+    # the snapshot.
     preload_normalizer()
     return engine
 

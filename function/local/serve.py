@@ -17,7 +17,7 @@ from function.cli.base import add_artifacts_option
 from function.instance.settings import Settings, get_settings, use_settings
 
 # h11 drops a connection whose request head is still incomplete past its 16 KiB default, so whether an
-# oversize head met the app's JSON 431 or a reset depended on how the bytes arrived. Heads up to 1 MiB now
+# oversize head met the app's JSON 431 or a reset would depend on how the bytes arrived. Heads up to 1 MiB
 # reach the app, which refuses anything over its own limit (function.api.app.MAX_HEADER_BYTES) with JSON.
 HEAD_READ_LIMIT = 1024 * 1024
 

@@ -1,12 +1,12 @@
 """WeTextProcessing's text-normalisation graphs (the `wetext` wheel's prebuilt FSTs), run with kaldifst.
 
 A sentence goes through a tagger ("5kg" → `measure { value: "5kg" }`), its tokens' fields are put in the
-order the verbalizer expects, and the verbalizer writes the words ("五千克"). `wetext` itself does this,
-but importing it reads all 36 of its graphs (Japanese and inverse normalisation too: ~0.2 s, +36 MiB),
-so only the Chinese and English TN graphs are read here, from the installed wheel's files, and nothing
-of `wetext` is imported. Nothing is downloaded.
+order the verbalizer expects, and the verbalizer writes the words ("五千克"). `wetext` itself does this, but
+importing it reads all 36 of its graphs (Japanese and inverse normalisation too: time and memory for
+nothing this package says), so only the Chinese and English TN graphs are read here, from the installed
+wheel's files, and nothing of `wetext` is imported. Nothing is downloaded.
 
-Reading the four graphs takes ~0.12 s and holds the GIL: `preload()` starts it on a thread of its own
+Reading the four graphs takes a while and holds the GIL: `preload()` starts it on a thread of its own
 once the model is loaded; `graphs()` waits for it (or reads them itself when nothing preloaded).
 """
 
@@ -165,8 +165,8 @@ def _read_quietly() -> None:
 
 
 def preload() -> None:
-    """Read every language's graphs on a daemon thread, Chinese first (~15 ms, English ~0.1 s); returns
-    at once."""
+    """Read every language's graphs on a daemon thread, Chinese first (its graphs are the smaller, so the
+    first to be ready); returns at once."""
     threading.Thread(target=_read_quietly, name="cosyvoice-text-graphs", daemon=True).start()
 
 

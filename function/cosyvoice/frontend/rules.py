@@ -3,36 +3,31 @@
 Each rule answers one measured fault (tests/function/cosyvoice/frontend/normalize_cases.py has the sentences):
 - both languages: titles and abbreviations the graphs keep as written (Prof., St., etc., vs., Inc.; in
   Chinese text all of them), "COVID-19" read as COVID minus nineteen, the full stops of "a.m." kept;
+  versions ("3.2.1" read 三。二点一, the first dot a sentence stop, or "three.two point one"); letter+digit
+  codes ("CA1234", "UA857", "RTX4090") read as amounts where a listener expects digit by digit (four in
+  pairs in English, as "forty ninety"); power, charge, data-rate, frequency and sound units (`units`)
+  misread or left as letters;
+- both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
+  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元); dollars with a
+  country's letters ("HK$100" as HKone hundred dollars, HK一百美元); K, M, B, bn after a number, with a
+  currency sign or without ("3.4M users" as three.four M users, "$2.5B" as two point five dollarsB,
+  营收$2.5B as 二点五美元B), said as the scale it names (three point four million users, two point five
+  billion dollars, 二十五亿美元) unless it is part of a name ("Seat 12B", "4K video", "a 10K run");
+- both languages: fixed expressions read as fractions, products or amounts ("24/7", "50/50", "9/11",
+  "4x4", "1080p"), and numbers that name something after the words that introduce them (代码, 邮编, 验证码,
+  账号, 订单号; zip code, order number, PIN, "ending in") read as amounts where a listener expects digit by
+  digit;
 - Chinese: "第2名" read 第两名, "第3-5章" 第三减五章, "2台" 二台, "No.1" left as written; dialled
   service numbers ("拨110") read as amounts, where a listener expects 幺幺零; e-mail addresses and web
-  addresses left unspoken;
+  addresses left unspoken; a clock time with AM/PM said with a second period word (晚上8:00 PM as
+  晚上下午八点) or with Latin letters left; the day "2日" read 两日; a fraction after 约 or 人均 read with
+  the modifier inside it (约1/3 as 三分之约一);
 - English: money ("$3.99" as three point nine nine dollars, "$1,200" as "thousand two hundred"),
   four-digit numbers outside measures read as years ("1234 books" as twelve thirty four, "1905" as
-  nineteen zero five), "1990s" as 1990 seconds, "5 m" as five minutes, dialled numbers ("Dial 911")
-  read as amounts, "mph" after a spelled-out number left as letters.
-
-The second round (issue 25):
-- both languages: versions ("3.2.1" read 三。二点一, the first dot a sentence stop, or "three.two point
-  one"), letter+digit codes ("CA1234", "UA857", "RTX4090") read as amounts where a listener expects digit
-  by digit (four in pairs in English, as "forty ninety"), and power, charge, data-rate, frequency and
-  sound units (`units`) misread or left as letters;
-- Chinese: a clock time with AM/PM said with a second period word (晚上8:00 PM as 晚上下午八点) or with
-  Latin letters left, and the day "2日" read 两日;
-- English: year pairs after "between", "in" or "since" ("between 1980 and 1989") read as amounts, and a
-  "+" before a number that empties the whole sentence in the graphs.
-
-The third round:
-- both languages: zero minor units said ("￥88.00" as 八十八点零零元, "¥100.00" as one hundred point zero
-  zero yen, "5.00 dollars"), and a Chinese amount's trailing zero too (八十八点五零元);
-- both languages: fixed expressions read as fractions, products or amounts ("24/7", "50/50", "9/11",
-  "4x4", "1080p"), numbers that name something after the words that introduce them (代码, 邮编, 验证码,
-  账号, 订单号; zip code, order number, PIN, "ending in") read as amounts where a listener expects digit by
-  digit, and dollars with a country's letters ("HK$100" as HKone hundred dollars, HK一百美元);
-- both languages: K, M, B, bn after a number, with a currency sign or without ("3.4M users" as three.four M
-  users, "$2.5B" as two point five dollarsB, 营收$2.5B as 二点五美元B), said as the scale it names
-  (three point four million users, two point five billion dollars, 二十五亿美元) unless it is part of a name
-  ("Seat 12B", "4K video", "a 10K run");
-- Chinese: a fraction after 约 or 人均 read with the modifier inside it (约1/3 as 三分之约一).
+  nineteen zero five), year pairs after "between", "in" or "since" ("between 1980 and 1989") read as
+  amounts, "1990s" as 1990 seconds, "5 m" as five minutes, dialled numbers ("Dial 911") read as amounts,
+  "mph" after a spelled-out number left as letters, and a "+" before a number that empties the whole
+  sentence in the graphs.
 """
 
 from __future__ import annotations

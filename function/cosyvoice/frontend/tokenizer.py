@@ -178,7 +178,7 @@ class TextTokenizer:
 
 
 def _parse_ranks(data: bytes) -> dict[bytes, int]:
-    # One "base64-token rank" pair per line; split() + a2b_base64 is ~2x faster than a per-line loop.
+    # One "base64-token rank" pair per line; split() + a2b_base64 is faster than a per-line loop.
     fields = data.split()
     try:
         ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
