@@ -49,13 +49,19 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--flow-weights",
         choices=WEIGHT_CHOICES["flow"],
         default="fp32",
-        help="int8 weights and dynamically quantised activations for the flow's MatMuls (~1.5x faster)",
+        help=(
+            "int8 weights and dynamically quantised activations for the flow's MatMuls"
+            " (faster: `python -m bench speed` measures how much)"
+        ),
     )
     parser.add_argument(
         "--vocoder-weights",
         choices=WEIGHT_CHOICES["vocoder"],
         default="fp32",
-        help="int8 convolutions in the vocoder, calibrated on the model's own mels (~1.8x faster)",
+        help=(
+            "int8 convolutions in the vocoder, calibrated on the model's own mels"
+            " (faster: `python -m bench speed` measures how much)"
+        ),
     )
     parser.add_argument(
         "--also",

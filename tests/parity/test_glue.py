@@ -163,7 +163,7 @@ def test_model_inputs_match_upstreams_frontend(
     )
 
 
-# --- where the project differs on purpose (README: "How this follows upstream") -------------------------
+# --- where the project differs on purpose (docs/fidelity.md) ---------------------------------------------
 
 
 def test_a_quote_is_spoken_as_written_where_wetexts_english_graphs_escape_it(
