@@ -20,12 +20,12 @@ from export.assets import TOKENIZER_ASSET, find_asset
 from export.checkpoints import check_model_dir, load_speakers, load_state_dict
 from export.config import ModelConfig, load_config
 from export.errors import ContractError, OptionsError
-from export.optimize import LEVEL_NAME as OPTIMIZATION
-from export.optimize import optimize_graph
-from export.parts import ConfigT, ModuleT, Part, QuantizablePart
-from export.parts.samples import Samples
-from export.quantize import DYNAMIC_INT8, STATIC_INT8
-from export.split_products import split_products
+from export.graphs import ConfigT, ModuleT, Part, QuantizablePart
+from export.graphs.samples import Samples
+from export.passes.optimize import LEVEL_NAME as OPTIMIZATION
+from export.passes.optimize import optimize_graph
+from export.passes.quantize import DYNAMIC_INT8, STATIC_INT8
+from export.passes.split_products import split_products
 from export.writer import staging_directory, write_graphs
 from function.cosyvoice.artifact import FileEntry, GraphEntry, Manifest, WeightSlice, sha256_of
 from function.cosyvoice.contract import (
@@ -267,7 +267,7 @@ def _artifact_steps(options: ExportOptions) -> int:
 
 
 def _export_fp32(model_dir: Path, instruct: bool, advance: Callable[[str], None]) -> _Source:
-    from export.parts import flow, hift, llm  # torch-heavy; imported when an export actually runs
+    from export.graphs import flow, llm, vocoder  # torch-heavy; imported when an export actually runs
 
     check_model_dir(model_dir)
     config = load_config(model_dir)
@@ -276,7 +276,7 @@ def _export_fp32(model_dir: Path, instruct: bool, advance: Callable[[str], None]
     parameter_bytes = 0
     parameter_bytes += _export_part("llm", llm, config.llm, model_dir, graphs, advance)
     parameter_bytes += _export_part("flow", flow, config.flow, model_dir, graphs, advance)
-    parameter_bytes += _export_part("hift", hift, config.hift, model_dir, graphs, advance)
+    parameter_bytes += _export_part("hift", vocoder, config.hift, model_dir, graphs, advance)
     file_hashes = {path.name: sha256_of(path) for path in sorted(model_dir.iterdir()) if path.is_file()}
     speakers = load_speakers(model_dir / "spk2info.pt")
     samples = Samples(graphs, config, list(speakers.values()))
@@ -330,7 +330,7 @@ class _Quantized:
 def _write_artifact(
     source: _Source, out_dir: Path, options: ExportOptions, force: bool, advance: Callable[[str], None]
 ) -> ExportSummary:
-    from export.parts import flow, hift, llm
+    from export.graphs import flow, llm, vocoder
 
     config, model_dir = source.config, source.model_dir
     summary = ExportSummary(out_dir=out_dir, parameter_bytes=source.parameter_bytes)
@@ -341,7 +341,7 @@ def _write_artifact(
         advance(f"{out_dir.name}: llm quantised ({options.llm_weights})")
     if variant.add("flow", flow, config.flow, options.flow_weights, DYNAMIC_INT8):
         advance(f"{out_dir.name}: flow quantised ({options.flow_weights})")
-    if variant.add("vocoder", hift, config.hift, options.vocoder_weights, STATIC_INT8):
+    if variant.add("vocoder", vocoder, config.hift, options.vocoder_weights, STATIC_INT8):
         advance(f"{out_dir.name}: vocoder quantised ({options.vocoder_weights})")
     if options.quality_report:  # on the flow graphs this artifact ships, quantised or not
         shipped_flow = {name: graph for name, graph in variant.graphs.items() if GRAPHS[name].role == "flow"}

@@ -252,7 +252,7 @@ def make_fake_model(
     out_dir: Path, size: str = "tiny", seed: int = 0, legacy_weight_norm: bool = False
 ) -> Path:
     """Write a random-weight model directory. `legacy_weight_norm` stores hift's weight_g/weight_v."""
-    from export.parts import flow, hift, llm
+    from export.graphs import flow, llm, vocoder
 
     if size not in SIZES:
         raise OptionsError(f"unknown size {size!r}; choose from {sorted(SIZES)}")
@@ -263,11 +263,11 @@ def make_fake_model(
     config = load_config(out_dir)
     torch.save(llm.random_state_dict(config.llm, seed), out_dir / "llm.pt")
     torch.save(flow.random_state_dict(config.flow, seed + 1), out_dir / "flow.pt")
-    torch.save(hift.random_state_dict(config.hift, seed + 2, legacy_weight_norm), out_dir / "hift.pt")
+    torch.save(vocoder.random_state_dict(config.hift, seed + 2, legacy_weight_norm), out_dir / "hift.pt")
     generator = torch.Generator().manual_seed(seed + 3)
     speakers = {name: {"embedding": torch.randn(1, 192, generator=generator)} for name in SFT_SPEAKERS}
     torch.save(speakers, out_dir / "spk2info.pt")
-    from export.parts import frontend_models
+    from export.graphs import frontend_models
 
     frontend_models.write_stand_ins(out_dir, seed + 4)
     return out_dir

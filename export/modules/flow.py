@@ -230,7 +230,7 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Self-attention over [B, T, dim], every frame attending to every frame."""
         # One product for q, k and v (the exporter folds the concatenated weights into one constant), so
-        # int8 quantises them with one scale; export.split_products cuts it into three again.
+        # int8 quantises them with one scale; export.passes.split_products cuts it into three again.
         qkv = F.linear(x, torch.cat([self.to_q.weight, self.to_k.weight, self.to_v.weight]))
         q, k, v = qkv.split([self.to_q.out_features] * 3, dim=-1)
         return self.to_out[0](MultiHeadAttentionOp.apply(q, k, v, self.heads))

@@ -97,8 +97,8 @@ def test_attention_is_counted_from_a_real_profile(tmp_path: Path) -> None:
 def test_prepacked_convolutions_are_counted_from_the_graphs_weights(tmp_path: Path) -> None:
     """A prepacked weight drops out of the profile's input shapes, so the graph's weights count: a
     statically quantised Conv1d 4 → 6, kernel 3, then a ConvTranspose 6 → 2, kernel 4, stride 2, 8 frames."""
-    from export.optimize import optimize_graph
-    from export.quantize import quantize_static_int8
+    from export.passes.optimize import optimize_graph
+    from export.passes.quantize import quantize_static_int8
     from function.cosyvoice.graphs import session_options
 
     rng = np.random.default_rng(0)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from export.build import conform_io_names
 from export.errors import ExportError
-from export.parts.frontend_models import speaker_encoder, speech_tokenizer
+from export.graphs.frontend_models import speaker_encoder, speech_tokenizer
 from function.cosyvoice.contract import CAMPPLUS, SPEECH_TOKENIZER
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from export import optimize
 from export.checkpoints import load_state_dict
 from export.config import load_config
-from export.optimize import optimize_graph
-from export.parts import flow
+from export.graphs import flow
+from export.passes import optimize
+from export.passes.optimize import optimize_graph
 from tests.conftest import estimator_feed
 
 

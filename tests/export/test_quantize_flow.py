@@ -10,8 +10,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export.optimize import optimize_graph
-from export.quantize import DYNAMIC_INT8, quantize_dynamic_int8
+from export.passes.optimize import optimize_graph
+from export.passes.quantize import DYNAMIC_INT8, quantize_dynamic_int8
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.flow import Flow
 from tests.conftest import run_cli, run_graph

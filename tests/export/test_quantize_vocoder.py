@@ -14,10 +14,10 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from export.config import load_config
-from export.optimize import optimize_graph
-from export.parts import hift
-from export.quantize import STATIC_INT8, quantize_static_int8
-from export.tabulate import tabulate_uint8_regions
+from export.graphs import vocoder
+from export.passes.optimize import optimize_graph
+from export.passes.quantize import STATIC_INT8, quantize_static_int8
+from export.passes.tabulate import tabulate_uint8_regions
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import HIFT_GENERATOR
 from function.cosyvoice.flow import Flow
@@ -131,9 +131,9 @@ def test_every_snake_before_an_int8_convolution_reads_a_table_and_the_waveform_s
 ) -> None:
     """The tiny generator quantised and optimised as the export does, with and without its tables."""
     config = load_config(tiny_model_dir).hift
-    module = hift.load_module(hift.random_state_dict(config, seed=0), config)
+    module = vocoder.load_module(vocoder.random_state_dict(config, seed=0), config)
     with torch.no_grad():
-        generator = hift.export_graphs(module, config)[HIFT_GENERATOR.name]
+        generator = vocoder.export_graphs(module, config)[HIFT_GENERATOR.name]
     rng = np.random.default_rng(4)
     samples_per_frame = int(np.prod(config.upsample_rates)) * config.istft_hop_len
 

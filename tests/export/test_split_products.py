@@ -1,5 +1,5 @@
-"""export.split_products: a weight product whose only reader is a Split becomes one product per part, with
-exactly the same outputs; anything else stays as it was."""
+"""export.passes.split_products: a weight product whose only reader is a Split becomes one product per
+part, with exactly the same outputs; anything else stays as it was."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from export.optimize import optimize_graph
-from export.quantize import quantize_dynamic_int8
-from export.split_products import split_products
+from export.passes.optimize import optimize_graph
+from export.passes.quantize import quantize_dynamic_int8
+from export.passes.split_products import split_products
 
 DIM, PARTS = 16, (8, 8, 8)
 

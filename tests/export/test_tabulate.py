@@ -1,5 +1,5 @@
-"""export.tabulate: an elementwise region between two uint8 tensors becomes a table per channel, with the
-same output; anything that is not such a region stays as it was."""
+"""export.passes.tabulate: an elementwise region between two uint8 tensors becomes a table per channel,
+with the same output; anything that is not such a region stays as it was."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from export.tabulate import FINE_CODES, tabulate_uint8_regions
+from export.passes.tabulate import FINE_CODES, tabulate_uint8_regions
 
 CHANNELS = 6
 

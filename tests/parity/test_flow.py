@@ -19,8 +19,8 @@ ort = pytest.importorskip("onnxruntime")
 from bench import reference as upstream  # noqa: E402  (stubs heavy imports before any cosyvoice module)
 from export.config import load_config  # noqa: E402
 from export.fake import CONFIG_TEMPLATE, SIZES  # noqa: E402
+from export.graphs import flow as flow_part  # noqa: E402
 from export.modules.flow import mish  # noqa: E402
-from export.parts import flow as flow_part  # noqa: E402
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR  # noqa: E402
 from function.cosyvoice.flow import Flow  # noqa: E402
 from function.cosyvoice.graphs import Graph, session_options  # noqa: E402

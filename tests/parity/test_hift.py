@@ -18,7 +18,7 @@ from cosyvoice.hifigan.generator import HiFTGenerator
 
 from export.config import HiFTConfig, ModelConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
-from export.parts import hift as part
+from export.graphs import vocoder as part
 from function.cosyvoice.contract import HIFT_F0, HIFT_GENERATOR
 from function.cosyvoice.graphs import Graph, session_options
 from function.cosyvoice.vocoder import SourceState, Vocoder

@@ -20,7 +20,7 @@ from cosyvoice.utils import common as upstream_common
 # isort: on
 from export.config import LLMConfig, load_config
 from export.fake import CONFIG_TEMPLATE, SIZES
-from export.parts import llm as part
+from export.graphs import llm as part
 from function.cosyvoice.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
 from function.cosyvoice.graphs import Graph, session_options
 from function.cosyvoice.llm import CACHE_BLOCK, LLM

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from export.parts.frontend_models import write_stand_ins
+from export.graphs.frontend_models import write_stand_ins
 from function.core.errors import InvalidPromptAudio
 from function.cosyvoice.artifact import Artifact, FileEntry, GraphEntry, Manifest
 from function.cosyvoice.contract import CAMPPLUS, FORMAT_VERSION, SPEECH_TOKENIZER

@@ -39,7 +39,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from export.rewrite import rebuilt
+from export.passes.rewrite import rebuilt
 
 CODES = 256  # the values a uint8 tensor can hold
 FINE_CODES = 4096  # grid points per channel where a region reads fp32 (a table of 4 KiB per channel)

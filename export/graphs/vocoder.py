@@ -14,12 +14,12 @@ from torch import nn
 
 from export.config import HiFTConfig
 from export.errors import CheckpointMismatch, OptionsError
-from export.modules.hift import HiFT, Snake, WeightNormed, fold_weight_norm, split_weight_norm
-from export.optimize import optimize_graph
-from export.parts.samples import Samples
-from export.parts.sessions import in_memory_graph
-from export.quantize import quantize_static_int8
-from export.tabulate import tabulate_uint8_regions
+from export.graphs.samples import Samples
+from export.graphs.sessions import in_memory_graph
+from export.modules.vocoder import HiFT, Snake, WeightNormed, fold_weight_norm, split_weight_norm
+from export.passes.optimize import optimize_graph
+from export.passes.quantize import quantize_static_int8
+from export.passes.tabulate import tabulate_uint8_regions
 from function.cosyvoice.contract import HIFT_F0, HIFT_GENERATOR, OPSET, GraphSpec
 from function.cosyvoice.params import VocoderParams
 from function.cosyvoice.vocoder import SourceState, Vocoder
@@ -154,8 +154,9 @@ def quantize_graphs(
     graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples
 ) -> dict[str, onnx.ModelProto]:
     """The generator with its convolutions int8 ("int8", the vocoder's one mode), activation ranges from
-    `samples`' calibration mels, and each Snake before one of them read from a table (export.tabulate). The f0
-    predictor stays fp32: its output decides what is voiced, and it is a small part of the vocoder's time."""
+    `samples`' calibration mels, and each Snake before one of them read from a table
+    (export.passes.tabulate). The f0 predictor stays fp32: its output decides what is voiced, and it is a
+    small part of the vocoder's time."""
     if mode != "int8":
         raise OptionsError(f"the vocoder quantises to int8 only, not {mode!r}")
     vocoder = runtime_vocoder(graphs, samples.config.hift.params(), prepack=False)

@@ -1,4 +1,5 @@
-"""A graph with some of its nodes replaced: what export.tabulate and export.split_products both build."""
+"""A graph with some of its nodes replaced: what export.passes.tabulate and export.passes.split_products
+both build."""
 
 from __future__ import annotations
 

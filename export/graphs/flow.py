@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -11,14 +10,13 @@ import torch
 
 from export.config import FlowConfig
 from export.errors import CheckpointMismatch, OptionsError
+from export.graphs.samples import Samples
+from export.graphs.sessions import runtime_flow
 from export.modules.flow import FlowEncoderGraph, FlowModel
-from export.parts.samples import Samples
-from export.parts.sessions import in_memory_graph
-from export.quantize import quantize_dynamic_int8
+from export.passes.quantize import quantize_dynamic_int8
 from function.core.options import COMPARED_FLOW_STEPS
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, OPSET, GraphSpec
 from function.cosyvoice.flow import Flow
-from function.cosyvoice.params import FlowParams
 
 # Axis labels of the contract that vary per call; the others (n_mels, spk_dim) are fixed by the model.
 DYNAMIC_AXES = frozenset({"batch", "mel_len", "token_len", "total_mel_len"})
@@ -130,20 +128,11 @@ def export_graphs(module: FlowModel, config: FlowConfig) -> dict[str, onnx.Model
 def quantize_graphs(
     graphs: dict[str, onnx.ModelProto], mode: str, samples: Samples | None = None
 ) -> dict[str, onnx.ModelProto]:
-    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.quantize: nothing to
-    calibrate, so `samples` goes unused); "int8" is the flow's one mode."""
+    """Both flow graphs with their weight MatMuls int8 (dynamic quantisation, see export.passes.quantize:
+    nothing to calibrate, so `samples` goes unused); "int8" is the flow's one mode."""
     if mode != "int8":
         raise OptionsError(f"the flow quantises to int8 only, not {mode!r}")
     return {name: quantize_dynamic_int8(model) for name, model in graphs.items()}
-
-
-def runtime_flow(graphs: Mapping[str, onnx.ModelProto], params: FlowParams) -> Flow:
-    """The runtime's Flow over in-memory flow graphs."""
-    # Unprepacked, as the runtime runs both the fp32 and the dynamically quantised flow graphs.
-    encoder, estimator = (
-        in_memory_graph(graphs[s.name], s, prepack=False) for s in (FLOW_ENCODER, FLOW_ESTIMATOR)
-    )
-    return Flow(encoder, estimator, params)
 
 
 def quality_report(
@@ -214,6 +203,5 @@ __all__ = [
     "quality_report",
     "quantize_graphs",
     "random_state_dict",
-    "runtime_flow",
     "steps_report",
 ]

@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 
 from export.config import ModelConfig
+from export.graphs.sessions import runtime_flow
 
 CALIBRATION_TOKENS = (50, 100, 150, 200)  # four utterances of ~1-4 s
 HELD_OUT_TOKENS = 150
@@ -39,8 +40,6 @@ class Samples:
         return self._mels((HELD_OUT_TOKENS,), seed=2)[0]
 
     def _mels(self, lengths: Sequence[int], seed: int) -> tuple[np.ndarray, ...]:
-        from export.parts.flow import runtime_flow
-
         config = self.config.flow
         flow = runtime_flow(self.graphs, config.params())
         rng = np.random.default_rng(seed)

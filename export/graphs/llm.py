@@ -16,11 +16,11 @@ import torch
 
 from export.config import LLMConfig
 from export.errors import CheckpointMismatch
+from export.graphs.samples import Samples
+from export.graphs.sessions import in_memory_graph
 from export.modules.cached_attention import CONTRIB_DOMAIN
 from export.modules.llm import DecodeStep, Positions, Prefill, TransformerLM
-from export.parts.samples import Samples
-from export.parts.sessions import in_memory_graph
-from export.quantize import quantize_matmuls
+from export.passes.quantize import quantize_matmuls
 from function.cosyvoice.contract import (
     LLM_CACHE_KINDS,
     LLM_POSITIONS,

@@ -22,7 +22,7 @@ VNNI where the CPU has it and run everywhere else too; the weights keep 7 bits (
 AVX2 without VNNI sums u8*s8 pairs in saturating int16, where full 8-bit weights move a convolution's
 output several times further from fp32 than 7-bit ones. The Snake
 activations, each ending in one of those convolutions' uint8 input, then become lookup tables
-(export.tabulate).
+(export.passes.tabulate).
 
 MatMuls between activations (attention) and everything else stay fp32. Quantisation is deterministic, so a
 weight shared by two graphs quantises to the same bytes and the writer still stores it once.
@@ -84,7 +84,7 @@ def quantize_dynamic_int8(model: onnx.ModelProto) -> onnx.ModelProto:
     """A dynamically quantised copy of `model` (MatMulInteger with a constant int8 B); input untouched.
 
     The result is in onnxruntime's unfused form (DynamicQuantizeLinear, MatMulInteger, Cast, Mul);
-    export.optimize fuses it into DynamicQuantizeMatMul / MatMulIntegerToFloat."""
+    export.passes.optimize fuses it into DynamicQuantizeMatMul / MatMulIntegerToFloat."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with tempfile.TemporaryDirectory(prefix="cosyvoice-quantize-") as tmp, _quiet():
@@ -106,7 +106,7 @@ def quantize_static_int8(
     """A statically quantised copy of `model` (QuantizeLinear/DequantizeLinear around each of `op_types`),
     its activation ranges the min/max over running `calibration` (one feed per run); input untouched.
 
-    export.optimize fuses each DequantizeLinear → Conv → QuantizeLinear into one QLinearConv."""
+    export.passes.optimize fuses each DequantizeLinear → Conv → QuantizeLinear into one QLinearConv."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         CalibrationMethod,

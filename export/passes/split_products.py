@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from export.rewrite import rebuilt
+from export.passes.rewrite import rebuilt
 
 PRODUCTS = frozenset({"MatMul", "DynamicQuantizeMatMul"})
 WEIGHT, SCALE, ZERO_POINT, BIAS = 1, 2, 3, 4  # input positions; DynamicQuantizeMatMul has all four

@@ -1,4 +1,4 @@
-"""One export per model part (llm, flow, hift): each module has the same small interface, `Part`.
+"""One export per model part (llm, flow, vocoder): torch module → ONNX graphs, one interface (`Part`).
 
 A part turns its checkpoint's state dict into an export-friendly torch module (`load_module`, refusing a
 state dict that does not fit the config with an ExportError) and that module into its ONNX graphs
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import onnx
     import torch
 
-    from export.parts.samples import Samples
+    from export.graphs.samples import Samples
 
 ConfigT = TypeVar("ConfigT", contravariant=True)
 ModuleT = TypeVar("ModuleT")
