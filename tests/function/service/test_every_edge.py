@@ -118,6 +118,12 @@ def ndjson_audio(lines: bytes) -> tuple[bytes, list[dict[str, Any]]]:
     return audio, [item["mark"] for item in items if "mark" in item]
 
 
+# The request fields of each mode a direct invoke and a job offer.
+MODES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "marks": {"speech_marks": ["sentence"]},
+    "ssml": {"text": SSML, "text_type": "ssml"},
+}
 SENTENCE = {"time": 0, "type": "sentence", "start": 0, "end": len(TEXT.encode()), "value": TEXT}
 
 
@@ -197,7 +203,7 @@ def test_openai_route(
 
 
 @pytest.mark.parametrize("voice", VOICES)
-@pytest.mark.parametrize("mode", ["plain", "marks", "ssml"])
+@pytest.mark.parametrize("mode", MODES)
 def test_direct_invoke(
     runtime: LocalLambda,
     who: dict[str, dict[str, str]],
@@ -205,8 +211,7 @@ def test_direct_invoke(
     voice: str,
     mode: str,
 ) -> None:
-    fields = {"marks": {"speech_marks": ["sentence"]}, "ssml": {"text": SSML, "text_type": "ssml"}}
-    reply = runtime.invoke(body(who[voice], **fields.get(mode, {}))).json()
+    reply = runtime.invoke(body(who[voice], **MODES[mode])).json()
     assert "audio" in reply, reply
     assert base64.b64decode(reply["audio"]) == reference[voice, False]
     assert reply.get("marks") == ([SENTENCE] if mode == "marks" else None)
@@ -220,7 +225,7 @@ def job_audio(runtime: LocalLambda, request: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.parametrize("voice", VOICES)
-@pytest.mark.parametrize("mode", ["plain", "marks", "ssml"])
+@pytest.mark.parametrize("mode", MODES)
 def test_job(
     runtime: LocalLambda,
     who: dict[str, dict[str, str]],
@@ -228,8 +233,7 @@ def test_job(
     voice: str,
     mode: str,
 ) -> None:
-    fields = {"marks": {"speech_marks": ["sentence"]}, "ssml": {"text": SSML, "text_type": "ssml"}}
-    request = body(who[voice], id=f"edge-{uuid.uuid4().hex[:12]}", **fields.get(mode, {}))
+    request = body(who[voice], id=f"edge-{uuid.uuid4().hex[:12]}", **MODES[mode])
     assert job_audio(runtime, request) == reference[voice, False]
 
 
