@@ -32,6 +32,7 @@ from function.cosyvoice.llm import LLM
 from function.cosyvoice.params import LLMParams
 
 OUTPUT_SCALE = 8.0
+DECODE_DYNAMIC_AXES = ("batch", "capacity")  # the decode graph's axes sized at run time
 
 
 def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -121,9 +122,11 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
         },
     )
     decode_spec = llm_decode_spec(layers)
-    capacity, past_len = 16, 11
+    # Two rows at different positions, so the exporter keeps the batch and the lengths dynamic.
+    capacity, past_len = 16, torch.tensor([11, 6])
+    rows = past_len.shape[0]
     past = tuple(
-        torch.randn(1, heads, capacity, head_dim)
+        torch.randn(rows, heads, capacity, head_dim)
         if kind in LLM_STEP_KINDS
         else torch.randn(heads, head_dim, capacity)
         for _ in range(layers)
@@ -131,13 +134,13 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
     )
     decode = _export(
         DecodeStep(module),
-        (torch.tensor([[9]]), torch.tensor(past_len), *past),
+        (torch.tensor([[9], [4]]), past_len, *past),
         decode_spec.input_names,
         decode_spec.output_names,
         {
-            spec.name: {spec.shape.index("capacity"): "capacity"}
+            spec.name: {spec.shape.index(axis): axis for axis in DECODE_DYNAMIC_AXES if axis in spec.shape}
             for spec in (*decode_spec.inputs, *decode_spec.outputs)
-            if "capacity" in spec.shape
+            if any(axis in spec.shape for axis in DECODE_DYNAMIC_AXES)
         },
     )
     positions = _export(
