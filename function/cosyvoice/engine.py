@@ -11,6 +11,9 @@ request, at most `RUN_AHEAD_TOKENS` ahead, while this thread turns what it has d
 draws chunk k+1; a whole-utterance request's segment k while the LLM draws segment k+1. The decode is bound by
 memory bandwidth and the flow and vocoder by arithmetic. They share two cores poorly, though, so the request's
 first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
+After its first segment, a whole-utterance request's LLM decodes up to `decode_rows` segments as one batch
+(function.cosyvoice.llm): a step reads the decoder's weights once for all its rows, and the segments still
+come out in order.
 
 Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
@@ -44,7 +47,7 @@ from function.cosyvoice.budget import SpeedMeter
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
 from function.cosyvoice.graphs import available_cpus
-from function.cosyvoice.llm import LLM
+from function.cosyvoice.llm import LLM, Segment
 from function.cosyvoice.perform import audio_only, perform
 from function.cosyvoice.run_ahead import RunAhead
 from function.cosyvoice.stream import TOKEN_LOOKAHEAD, SegmentStream, Voice
@@ -99,6 +102,9 @@ class Engine:
         self._segmented: tuple[str, tuple[str, ...]] | None = None  # the last text and its segments
         self.speed = SpeedMeter()  # this instance's measured speed, for refusing what cannot finish
         self.chunk_tokens: tuple[int, ...] = CHUNK_TOKENS  # a streamed segment's sizes, settable
+        # Segments of a whole-utterance request the LLM decodes as one batch, at most; settable (1: one
+        # after another). Each row holds its own cache: memory grows with the rows.
+        self.decode_rows = 1
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None) -> Engine:
@@ -246,17 +252,28 @@ class Engine:
         every = [tuple(np.random.default_rng(child) for child in seeds.spawn(3)) for _ in segments]
         rngs = [every[index] for index in chosen]
 
+        llm_segments = [
+            Segment(
+                item.text_tokens,
+                item.voice.prompt_text_tokens,
+                item.voice.llm_embedding,
+                item.voice.llm_prompt_tokens,
+                llm_rng,
+            )
+            for item, (llm_rng, _, _) in zip(inputs, rngs, strict=True)
+        ]
+        rows = 1 if options.stream else self.decode_rows
+
         def speech_tokens() -> Iterator[int | None]:
-            """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
-            for item, (llm_rng, _, _) in zip(inputs, rngs, strict=True):
-                yield from self.llm.generate(
-                    item.text_tokens,
-                    item.voice.prompt_text_tokens,
-                    item.voice.llm_embedding,
-                    item.voice.llm_prompt_tokens,
-                    llm_rng,
-                )
-                yield None
+            """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread).
+
+            A streamed request decodes one segment at a time (its first chunk waits on no other row). A
+            whole one decodes its first segment alone too: the flow waits for all of it, and in a batch it
+            would come later (a step of several rows takes longer). The rest decode up to `decode_rows` at
+            a time while the flow and the vocoder work on the first: fewer decode steps, less of the cores
+            taken from them."""
+            yield from self.llm.generate_segments(llm_segments[:1], 1)
+            yield from self.llm.generate_segments(llm_segments[1:], rows)
 
         # The deadline is checked at every drawn token (function.core.deadline). Busy time: while this
         # generator runs, not while its consumer holds it (a slow client).

@@ -3,12 +3,20 @@
 The decode graph reads per-layer cache buffers in place and writes each step's key and value rows into
 them (see function/cosyvoice/contract.py). `DecoderCache` owns those buffers and binds them to the decode
 graph once (`BoundRun`), so a step binds nothing and copies no cache: keys and values in one array
-[layers, 2, 1, heads, capacity, head_dim], position rows in another, [layers, heads, head_dim, capacity]
-(distance last, so a step's position scores are a plain matrix-vector product per head). The capacity
+[layers, 2, rows, heads, capacity, head_dim], position rows in another, [layers, heads, head_dim, capacity]
+(distance last, so a step's position scores are a plain matrix product per head). The capacity
 grows by `CACHE_BLOCK` positions, so reallocation is rare; each block's position rows come from the
 llm_positions graph when the block is added: one matrix product per block instead of a matrix-vector
 product per layer in every step. The buffers come from the LLM's `CacheMemory` and go back to it, so a
 warm process grows a cache into memory it has touched before (see `CacheMemory`).
+
+Several independent segments can be decoded as one batch (`generate_segments`): a step reads the
+decoder's weights once for all its rows, and that read is most of a step's cost. Each row samples from
+its own segment's generator. In fp32 a row's log-probabilities are the ones it gets alone up to float32
+rounding (the kernels block several rows otherwise than one). int8 MatMulNBits quantises every layer's
+activations to int8, so such a rounding difference can move an activation by a quantisation step, and a
+segment decoded in a batch then draws other tokens than alone after some steps (as valid a draw, and the
+same again for the same request and row cap): the row cap is a setting, 1 by default.
 """
 
 from __future__ import annotations

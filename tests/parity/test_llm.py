@@ -112,12 +112,13 @@ def test_decode_cache_grows_past_one_block(setup) -> None:
 
 
 # A batched step's rows against the same sequences decoded alone, in log-probability. Rows share nothing
-# but the weights, yet they are not bit-equal: onnxruntime's CPU kernels take another path for a matrix
-# of several rows than for a single one (fp32 GEMM against GEMV; int8 MatMulNBits at accuracy level 4
-# quantises each row's activations by that row's own block ranges, so its integer products are the ones
-# it has alone, but sums the blocks' float products in another order). Either moves a logit by a few
-# float32 ulps; a draw then differs only where its uniform falls that close to a boundary of the
-# inverse CDF.
+# but the weights, yet they are not bit-equal: onnxruntime's CPU kernels block and accumulate a matrix of
+# several rows otherwise than a single row (a row left over from a block of rows goes the single row's
+# way). One step moves a logit by a few float32 ulps. In fp32 that is all, and
+# a draw differs only where its uniform falls that close to a boundary of the inverse CDF. In int8 every
+# layer re-quantises its activations, so over many steps such a difference can move an activation by a
+# quantisation step and grow: on this tiny model the draws below still agree, at full size a segment's
+# draws part after some tokens (function.cosyvoice.llm; `python -m bench decode-batch` says where).
 ROW_TOLERANCE = {"fp32": 1e-4, "int8": 1e-4}
 
 
