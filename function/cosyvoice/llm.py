@@ -394,12 +394,13 @@ class LLM:
         """Each segment's speech tokens in segment order, each segment's closed by None; up to `rows`
         segments are decoded together, one step for all of them.
 
-        A segment draws what `generate` draws for it alone: its rows of a batched step are its own step's
-        (the decode graph's rows are independent; an int8 kernel may round a row's last bit otherwise),
-        and it samples from its own generator. With one row, each segment goes through `generate`."""
+        Each segment samples from its own generator, and its row of a batched step is the step it gets
+        alone up to the kernels' rounding: in fp32 it draws what `generate` draws for it, with an int8 LLM
+        its draws part after some tokens (see the module's docstring). With one row, each segment goes
+        through `generate`."""
         if rows < 1:
             raise ValueError(f"rows must be at least 1, got {rows}")
-        if rows == 1 or len(segments) == 1:
+        if rows == 1 or len(segments) <= 1:
             for segment in segments:
                 yield from self.generate(
                     segment.text_tokens,

@@ -400,6 +400,7 @@ def test_a_whole_request_decodes_its_segments_as_one_batch_with_the_audio_of_one
     assert len(batched) == len(one_row)
     for a, b in zip(batched, one_row, strict=True):
         assert np.array_equal(a, b)
+    assert list(engine.stream(replace(options, text=SHORT)))  # one segment: nothing left to batch
 
 
 class InThread:

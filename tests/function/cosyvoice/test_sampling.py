@@ -482,6 +482,11 @@ def test_a_batch_stopped_early_gives_its_cache_back() -> None:
     assert llm.cache_memory.kept_bytes >= kept
 
 
+def test_no_segments_draw_nothing() -> None:
+    llm, prefill, _ = fake_llm(eos_prob=0.5)
+    assert list(llm.generate_segments([], rows=3)) == [] and prefill.calls == []
+
+
 def test_rows_must_be_positive() -> None:
     llm, _, _ = fake_llm(eos_prob=0.5)
     with pytest.raises(ValueError, match="rows must be at least 1"):
