@@ -32,7 +32,10 @@ from function.cosyvoice.llm import LLM
 from function.cosyvoice.params import LLMParams
 
 OUTPUT_SCALE = 8.0
-DECODE_DYNAMIC_AXES = ("batch", "capacity")  # the decode graph's axes sized at run time
+# The decode graph's axes sized at run time. With the batch axis not fixed at 1, onnxruntime's optimiser
+# (export.optimize) no longer folds a [1, 1, k] MatMul and its bias Add into a Gemm, nor the last residual
+# Add into the final LayerNormalization: the arithmetic is the same, the logits move by float32 rounding.
+DECODE_DYNAMIC_AXES = ("batch", "capacity")
 
 
 def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
