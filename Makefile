@@ -57,9 +57,9 @@ bench: setup
 	$(BIN)/pip install -q -e '.[bench]'
 	test -f $(FULL)/model/cosyvoice.yaml || $(BIN)/python -m export fake --size full $(FULL)/model
 	# fp32 and the speed table's quantised variants (LLM int8 or int4, the flow's MatMuls and the vocoder's
-	# convolutions int8) from one torch export, again when a manifest predates --vocoder-weights. Their
+	# convolutions int8) from one torch export, again when an artifact's format is not the runtime's. Their
 	# quality against fp32 is not what this measures; reporting it takes ~50 s each.
-	for artifact in $(BENCH_ARTIFACTS); do grep -qs vocoder_weights $$artifact/manifest.json || missing=1; done; \
+	for artifact in $(BENCH_ARTIFACTS); do $(BIN)/python -m bench.current $$artifact || missing=1; done; \
 	test -z "$$missing" || $(BIN)/python -m export $(FULL)/model $(FULL)/artifact --force --no-quality-report \
 	  --also $(FULL)/artifact-int8:llm=int8,flow=int8,vocoder=int8 \
 	  --also $(FULL)/artifact-int4:llm=int4,flow=int8,vocoder=int8

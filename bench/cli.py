@@ -3,6 +3,7 @@
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     chunks                                the first streamed chunk's size, chunk by chunk (ours only)
     scaling                               RTF and first chunk at each thread count up to the CPUs (ours)
+    decode-batch                          the LLM's decode step at one row and at several (ours only)
     load                                  health probes while `serve` is saturated (loopback)
     soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
     voices                                a saved voice vs the recording inline: request bytes, first audio
@@ -93,6 +94,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     scaling.add_argument("--text", choices=list(TEXTS), default="ten_seconds", help="what to synthesise")
     scaling.add_argument("--results", type=Path, default=BenchConfig().results)
     scaling.set_defaults(run=threads_scaling)
+    batch = commands.add_parser("decode-batch", help="the LLM's decode at one row and several (ours only)")
+    batch.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    batch.add_argument("--rows", default="1,4", help="row counts, comma-separated, the first the baseline")
+    batch.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
+    batch.set_defaults(run=decode_batch)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -170,6 +176,19 @@ def threads_scaling(args: argparse.Namespace) -> int:
         print(table.render())
     took = seconds(time.monotonic() - started)
     print(f"wrote {config.save('scaling', data, tables)} (scaling took {took})", flush=True)
+    return 0
+
+
+def decode_batch(args: argparse.Namespace) -> int:
+    from bench import batch_decode
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    try:
+        (row_counts,) = _token_lists(args.rows)
+    except ValueError:
+        return fail("bench", f"--rows must be positive row counts, comma-separated, got {args.rows!r}")
+    print(batch_decode.run(args.artifacts.resolve(), row_counts, args.threads).render())
     return 0
 
 

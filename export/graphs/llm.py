@@ -33,6 +33,10 @@ from function.cosyvoice.llm import LLM
 from function.cosyvoice.params import LLMParams
 
 OUTPUT_SCALE = 8.0
+# The decode graph's axes sized at run time. With the batch axis not fixed at 1, onnxruntime's optimiser
+# (export.optimize) no longer folds a [1, 1, k] MatMul and its bias Add into a Gemm, nor the last residual
+# Add into the final LayerNormalization: the arithmetic is the same, the logits move by float32 rounding.
+DECODE_DYNAMIC_AXES = ("batch", "capacity")
 
 
 def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -123,9 +127,11 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
         },
     )
     decode_spec = llm_decode_spec(layers)
-    capacity, past_len = 16, 11
+    # Two rows at different positions, so the exporter keeps the batch and the lengths dynamic.
+    capacity, past_len = 16, torch.tensor([11, 6])
+    rows = past_len.shape[0]
     past = tuple(
-        torch.randn(1, heads, capacity, head_dim)
+        torch.randn(rows, heads, capacity, head_dim)
         if kind in LLM_STEP_KINDS
         else torch.randn(heads, head_dim, capacity)
         for _ in range(layers)
@@ -133,13 +139,13 @@ def export_graphs(module: TransformerLM, config: LLMConfig) -> dict[str, onnx.Mo
     )
     decode = _export(
         DecodeStep(module),
-        (torch.tensor([[9]]), torch.tensor(past_len), *past),
+        (torch.tensor([[9], [4]]), past_len, *past),
         decode_spec.input_names,
         decode_spec.output_names,
         {
-            spec.name: {spec.shape.index("capacity"): "capacity"}
+            spec.name: {spec.shape.index(axis): axis for axis in DECODE_DYNAMIC_AXES if axis in spec.shape}
             for spec in (*decode_spec.inputs, *decode_spec.outputs)
-            if "capacity" in spec.shape
+            if any(axis in spec.shape for axis in DECODE_DYNAMIC_AXES)
         },
     )
     positions = _export(

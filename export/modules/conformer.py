@@ -21,9 +21,10 @@ a feed-forward, no macaron half-step, no convolution module.
   on one full-size step, the 14 layers' position scores are several times faster with cached rows than
   folded, at short and long contexts alike.
 
-Every path takes one sequence, [1, T, size], as every graph built on it does. Linear layers always see 3-D
-inputs so the exporter emits MatMul with the same folded (transposed) weight in the LLM's prefill and
-decode graphs: identical bytes, stored once in weights.bin.
+The whole-sequence paths take one sequence, [1, T, size]; a decode step takes a batch of independent
+sequences, [batch, 1, size], each at its own position. Linear layers always see 3-D inputs so the exporter
+emits MatMul with the same folded (transposed) weight in the LLM's prefill and decode graphs: identical
+bytes, stored once in weights.bin.
 """
 
 from __future__ import annotations
@@ -60,19 +61,23 @@ def _rel_shift(x: torch.Tensor, time: int | torch.Tensor) -> torch.Tensor:
 
 
 class StepKeys(NamedTuple):
-    """Where a decode step stands, the same for every layer (computed once per step).
+    """Where a decode step's rows stand, the same for every layer (computed once per step).
 
-    `past_len`: t, the new position (keys 0..t−1 are cached); `distances` [t + 1]: t, t − 1, …, 0, the
-    distance of each key 0..t from the new position, which indexes its position row (rows hold distances
-    0, 1, ...)."""
+    `past_len` [batch]: t_b, row b's new position (its keys 0..t_b−1 are cached); `distances`
+    [batch, heads, 1, T], T = max t_b + 1: entry (b, ·, 0, j) is t_b − j, the distance of row b's key j
+    from its new position, which indexes its position row (rows hold distances 0, 1, ...). Keys past a
+    row's own t_b are not read: their entries are clamped to distance 0 so the index stays in range."""
 
     past_len: torch.Tensor
     distances: torch.Tensor
 
     @classmethod
-    def at(cls, past_len: torch.Tensor) -> StepKeys:
-        # A tensor start keeps the range dynamic in the exported graph.
-        return cls(past_len, torch.arange(past_len, -1, -1, dtype=torch.int64))  # type: ignore[call-overload]
+    def at(cls, past_len: torch.Tensor, heads: int) -> StepKeys:
+        # A tensor end keeps the range dynamic in the exported graph.
+        keys = torch.arange(past_len.max() + 1, dtype=torch.int64)  # type: ignore[call-overload]
+        distances = (past_len.unsqueeze(1) - keys.unsqueeze(0)).clamp(min=0)  # [batch, T]
+        # The heads axis by broadcasting (not `expand`), so the exported graph keeps every size dynamic.
+        return cls(past_len, distances.reshape(-1, 1, 1, keys.shape[0]) + torch.zeros(1, heads, 1, 1).long())
 
 
 class RelPositionAttention(nn.Module):
@@ -154,22 +159,22 @@ class RelPositionAttention(nn.Module):
         past_value: torch.Tensor,
         past_pos: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One new position t = past_len attending to the t cached ones and itself.
+        """One new position per row, t_b = past_len[b], attending to that row's t_b cached ones and itself.
 
-        x [1, 1, size]; keys: where the step stands (`StepKeys`); past_key/past_value
-        [1, h, capacity, d_k], rows ≥ t unused; past_pos [h, d_k, capacity], the `cached_positions` rows
-        for distances 0..capacity−1 (distance last), of which 0..t are read. Returns the output
-        [1, 1, size] and the caches with row t set to the new key and value
-        (export.modules.cached_attention).
+        x [batch, 1, size]; keys: where the step stands (`StepKeys`); past_key/past_value
+        [batch, h, capacity, d_k], row b's positions ≥ t_b unused; past_pos [h, d_k, capacity], the
+        `cached_positions` rows for distances 0..capacity−1 (distance last), shared by every row, of which
+        0..t_b are read. Returns the output [batch, 1, size] and the caches with each row's position t_b
+        set to its new key and value (export.modules.cached_attention).
         """
         q, k, v = self._qkv(x)
         size = self.h * self.d_k
         scale = 1.0 / math.sqrt(self.d_k)
         q_u = q + self.pos_bias_u.reshape(1, 1, size)
-        q_v = (q + self.pos_bias_v.reshape(1, 1, size)).reshape(self.h, 1, self.d_k)
-        # Position scores by distance r (entry r), then in key order: key j is at distance t − j.
-        by_distance = torch.matmul(q_v, past_pos)  # [h, 1, capacity], scaled with the rows
-        bias = torch.index_select(by_distance, 2, keys.distances).unsqueeze(0)  # [1, h, 1, t + 1]
+        q_v = (q + self.pos_bias_v.reshape(1, 1, size)).reshape(-1, self.h, 1, self.d_k)
+        # Position scores by distance r (entry r), then in key order: key j is at distance t_b − j.
+        by_distance = torch.matmul(q_v, past_pos)  # [batch, h, 1, capacity], scaled with the rows
+        bias = torch.gather(by_distance, 3, keys.distances)  # [batch, h, 1, T]
         out, present_key, present_value = CachedAttention.apply(
             q_u, k, v, past_key, past_value, keys.past_len, bias, self.h, scale
         )
@@ -253,6 +258,7 @@ class Encoder(nn.Module):
         self.after_norm = nn.LayerNorm(size, eps=1e-5)  # before the blocks, as upstream registers it
         self.encoders = nn.ModuleList(Block(config) for _ in range(config.num_blocks))
         self.size = size
+        self.heads = config.attention_heads
         self.causal = config.static_chunk_size == 1  # check_encoder admits 1 (causal) and 0 (full) only
 
     @property
@@ -297,10 +303,10 @@ class Encoder(nn.Module):
         past_len: torch.Tensor,
         past: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """One position after `prefill`: x [1, 1, input] at past_len → [1, 1, size] and per layer the
-        (key, value) caches with that position written."""
+        """One position after `prefill` for each row of a batch: x [batch, 1, input], row b at
+        past_len[b] → [batch, 1, size] and per layer the (key, value) caches with those positions written."""
         x = self.embed(x)
-        keys = StepKeys.at(past_len)
+        keys = StepKeys.at(past_len, self.heads)
         presents = []
         for block, layer_past in zip(self.blocks, past, strict=True):
             x, present_key, present_value = block.step(x, keys, *layer_past)

@@ -5,10 +5,10 @@ arithmetic follows upstream inference (`TransformerLM.inference` → `encode` + 
 encoders are export.modules.conformer's, causal (static_chunk_size 1), with its relative positions and its
 decode step that caches projected position rows beside K and V.
 
-Decode caches are per layer, head-major [heads, capacity, head_dim] buffers of which the first `past_len`
-rows are valid; the step reads them in place and writes the new key and value rows into them
-(export.modules.cached_attention). That keeps every step free of cache copies (a 14-layer cache at 800
-positions is ~140 MB).
+Decode caches are per layer, head-major [batch, heads, capacity, head_dim] buffers of which row b's first
+`past_len[b]` positions are valid; the step reads them in place and writes the new key and value rows
+into them (export.modules.cached_attention). That keeps every step free of cache copies (a 14-layer cache
+at 800 positions is ~140 MB).
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ class TransformerLM(nn.Module):
         return torch.cat([sos, speaker, text, task, prompt], dim=1)
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Last position's hidden [1, L, size] → log-probabilities [1, speech_token_size + 1]."""
-        return torch.log_softmax(self.llm_decoder(hidden[:, -1:]), dim=-1).reshape(1, -1)
+        """Each sequence's last position of hidden [batch, L, size] → log-probabilities
+        [batch, speech_token_size + 1]."""
+        return torch.log_softmax(self.llm_decoder(hidden[:, -1:]), dim=-1).squeeze(1)
 
 
 class Prefill(nn.Module):
@@ -77,11 +78,14 @@ class Prefill(nn.Module):
 
 
 class DecodeStep(nn.Module):
-    """Graph llm_decode: one speech token at position past_len → logp and every layer's key and value
-    caches with that position written (present_key_0, present_value_0, present_key_1, ...).
+    """Graph llm_decode: for each row b of a batch of independent sequences, one speech token token[b] at
+    position past_len[b] → logp [batch, vocab] and every layer's key and value caches with those positions
+    written (present_key_0, present_value_0, present_key_1, ...).
 
     Inputs after (token, past_len) are past_key_0, past_value_0, past_pos_0, past_key_1, ... . The runtime
-    binds each present output to its past input's memory, so the graph updates the caches in place.
+    binds each present output to its past input's memory, so the graph updates the caches in place. Rows
+    share nothing but the weights (and the position rows, a function of the distance alone): each row's
+    logp is the one it gets decoded alone.
     """
 
     def __init__(self, lm: TransformerLM) -> None:

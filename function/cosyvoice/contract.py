@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-FORMAT_VERSION = 4  # 2: graphs list their tensors in weights.bin; 3: llm_positions, 2-kind decode rows;
-# 4: the flow estimator without a frame mask
+FORMAT_VERSION = 5  # 2: graphs list their tensors in weights.bin; 3: llm_positions, 2-kind decode rows;
+# 4: the flow estimator without a frame mask; 5: the decode step takes a batch of rows
 OPSET = 17
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "weights.bin"
@@ -115,13 +115,18 @@ LLM_POSITIONS = GraphSpec(
 def llm_decode_spec(layers: int) -> GraphSpec:
     """The decode graph of an LLM with `layers` decoder blocks (the released model has 14).
 
-    A step at position t reads past_pos rows for distances 0..t: the runtime fills them ahead. Key and
-    value caches carry a leading batch axis of 1 (GroupQueryAttention's layout); position rows come
-    distance last, so a head's position scores are one matrix-vector product without a transpose."""
+    One step decodes `batch` independent sequences (rows) at once, each at its own position: row b's new
+    token goes to position past_len[b], and its key and value caches hold rows < past_len[b] (the rest
+    of the capacity is unread). The decoder's weights are read once per step whatever the batch, which is
+    what a batch gains over separate steps. Key and value caches are GroupQueryAttention's layout
+    [batch, heads, capacity, head_dim]. A step at position t reads past_pos rows for distances 0..t: the
+    runtime fills them ahead. Position rows depend on the distance alone, so every row of the batch reads
+    the same ones; they come distance last, so a head's position scores are one matrix product without a
+    transpose."""
 
     def cache(kind: str, name: str) -> TensorSpec:
         if kind in LLM_STEP_KINDS:
-            return _t(name, "float32", 1, "heads", "capacity", "head_dim")
+            return _t(name, "float32", "batch", "heads", "capacity", "head_dim")
         return _t(name, "float32", "heads", "head_dim", "capacity")
 
     inputs = tuple(
@@ -133,8 +138,8 @@ def llm_decode_spec(layers: int) -> GraphSpec:
     return GraphSpec(
         name="llm_decode",
         role="llm",
-        inputs=(_t("token", "int64", 1, 1), _t("past_len", "int64"), *inputs),
-        outputs=(_t("logp", "float32", 1, "speech_vocab"), *presents),
+        inputs=(_t("token", "int64", "batch", 1), _t("past_len", "int64", "batch"), *inputs),
+        outputs=(_t("logp", "float32", "batch", "speech_vocab"), *presents),
     )
 
 

@@ -11,6 +11,9 @@ request, at most `RUN_AHEAD_TOKENS` ahead, while this thread turns what it has d
 draws chunk k+1; a whole-utterance request's segment k while the LLM draws segment k+1. The decode is bound by
 memory bandwidth and the flow and vocoder by arithmetic. They share two cores poorly, though, so the request's
 first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
+After its first segment, a whole-utterance request's LLM decodes up to `decode_rows` segments as one batch
+(function.cosyvoice.llm): a step reads the decoder's weights once for all its rows, and the segments still
+come out in order.
 
 Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
@@ -42,7 +45,7 @@ from function.cosyvoice.budget import SpeedMeter
 from function.cosyvoice.flow import Flow
 from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_text
 from function.cosyvoice.graphs import available_cpus
-from function.cosyvoice.llm import LLM
+from function.cosyvoice.llm import LLM, LLMInput
 from function.cosyvoice.run_ahead import RunAhead
 from function.cosyvoice.stream import TOKEN_LOOKAHEAD, Conditioning, SegmentStream
 from function.cosyvoice.utterance import (
@@ -110,6 +113,9 @@ class Engine:
         # The flow's Euler steps for requests that do not choose: the deployment's, else the manifest's.
         self.default_flow_steps = flow.params.n_timesteps if flow_steps is None else flow_steps
         flow.time_grid(self.default_flow_steps)  # refuses a step count the flow cannot run, at load
+        # Segments of a whole-utterance request the LLM decodes as one batch, at most; settable (1: one
+        # after another). Each row holds its own cache: memory grows with the rows.
+        self.decode_rows = 1
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None, flow_steps: int | None = None) -> Engine:
@@ -282,18 +288,28 @@ class Engine:
         sentences = [step for step in utterance.steps if isinstance(step, Sentence)]
         generators = [segment.generators() for step in sentences for segment in utterance.chosen(step)]
 
+        llm_inputs = [
+            LLMInput(
+                item.text_tokens,
+                item.conditioning.prompt_text_tokens,
+                item.conditioning.llm_embedding,
+                item.conditioning.llm_prompt_tokens,
+                llm_rng,
+            )
+            for item, (llm_rng, _, _) in zip(inputs, generators, strict=True)
+        ]
+        rows = 1 if options.stream else self.decode_rows
+
         def speech_tokens() -> Iterator[int | None]:
-            """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread)."""
-            for item, (llm_rng, _, _) in zip(inputs, generators, strict=True):
-                conditioning = item.conditioning
-                yield from self.llm.generate(
-                    item.text_tokens,
-                    conditioning.prompt_text_tokens,
-                    conditioning.llm_embedding,
-                    conditioning.llm_prompt_tokens,
-                    llm_rng,
-                )
-                yield None
+            """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread).
+
+            A streamed request decodes one segment at a time (its first chunk waits on no other row). A
+            whole one decodes its first segment alone too: the flow waits for all of it, and in a batch it
+            would come later (a step of several rows takes longer). The rest decode up to `decode_rows` at
+            a time while the flow and the vocoder work on the first: fewer decode steps, less of the cores
+            taken from them."""
+            yield from self.llm.generate_segments(llm_inputs[:1], 1)
+            yield from self.llm.generate_segments(llm_inputs[1:], rows)
 
         whole = utterance.only is None
         samples = 0  # yielded so far, at the model's rate

@@ -22,6 +22,12 @@ COSYVOICE_FLOW_STEPS            Euler steps of the flow's ODE for requests that 
                                 OpenAI's model name), 2..10: 10 is CosyVoice v1's, 5 the fast tier (about
                                 half the flow's time; listen before you ship it); default: the artifact's
                                 own (10 for every v1 model)
+COSYVOICE_DECODE_BATCH          segments of a whole-utterance request or a job part the LLM decodes as one
+                                batch, at most (a streamed request decodes one): a decode step reads the
+                                weights once for all its rows, so more rows cost less per token, but each
+                                row holds its own decoder cache (112 KiB per position at full size), and
+                                with an int8 LLM a segment decoded in a batch draws other (as valid)
+                                tokens for a seed than alone; default 1: one segment after another
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
 COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
                                 else 0 = no limit
@@ -64,6 +70,7 @@ DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues 
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
 DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
+DEFAULT_DECODE_BATCH = 1
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -85,6 +92,7 @@ class Settings:
     warmup: bool = True
     threads: int | None = None  # None: every CPU the process may use
     flow_steps: int | None = None  # the flow's Euler steps by default; None: the artifact's (v1's 10)
+    decode_batch: int = DEFAULT_DECODE_BATCH  # segments decoded as one batch, at most
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_response_bytes: int | None = None  # None: responses of any size (uvicorn streams them)
     voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_VOICES))  # OpenAI name → speaker
@@ -131,6 +139,7 @@ class Settings:
             warmup=_bool(env, "COSYVOICE_WARMUP", True),
             threads=threads or None,
             flow_steps=_flow_steps(env),
+            decode_batch=_int(env, "COSYVOICE_DECODE_BATCH", DEFAULT_DECODE_BATCH, 1),
             max_body_bytes=_int(env, "COSYVOICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES, 1024),
             max_response_bytes=response_limit or None,
             voices=voices,

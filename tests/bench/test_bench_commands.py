@@ -23,4 +23,38 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
         main(["--help"])
     assert exited.value.code == 0
     usage = capsys.readouterr().out
-    assert "{coldstart,speed,memory,lambda,all,load,chunks,scaling,soak,voices,report,verify}" in usage
+    assert (
+        "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,soak,voices,report,verify}"
+        in usage
+    )
+
+
+def test_decode_batch_without_its_artifact_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["decode-batch", "--artifacts", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"bench: error: no artifact at {tmp_path}")
+
+
+def test_decode_batch_measures_the_same_tokens_at_every_row_count(tiny_artifact: Path) -> None:
+    from bench.batch_decode import decode
+
+    one, three = (decode(tiny_artifact, rows, threads=1, segments=3, tokens=12) for rows in (1, 3))
+    assert one["tokens"] == three["tokens"] == 36 and one["drawn"] == three["drawn"]
+    assert (one["widest_step"], three["widest_step"]) == (1, 3)
+    assert three["steps"] < one["steps"] and three["step_ms_per_token"] > 0 and three["peak_rss_mib"] > 0
+
+
+def test_an_artifact_is_current_only_in_the_runtimes_format(tiny_artifact: Path, tmp_path: Path) -> None:
+    import json
+
+    from bench.current import is_current
+    from function.cosyvoice.contract import FORMAT_VERSION
+
+    assert is_current(tiny_artifact) and not is_current(tmp_path)
+    old = tmp_path / "old"
+    old.mkdir()
+    manifest = json.loads((tiny_artifact / "manifest.json").read_text())
+    (old / "manifest.json").write_text(json.dumps({**manifest, "format_version": FORMAT_VERSION - 1}))
+    assert not is_current(old)

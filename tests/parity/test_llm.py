@@ -23,7 +23,7 @@ from export.fake import CONFIG_TEMPLATE, SIZES
 from export.graphs import llm as part
 from function.cosyvoice.contract import LLM_POSITIONS, LLM_PREFILL, llm_decode_spec
 from function.cosyvoice.graphs import Graph, session_options
-from function.cosyvoice.llm import CACHE_BLOCK, LLM
+from function.cosyvoice.llm import CACHE_BLOCK, LLM, LLMInput
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import draw, nucleus, ras_sample
 
@@ -109,6 +109,90 @@ def test_decode_cache_grows_past_one_block(setup) -> None:
     assert cache.capacity > CACHE_BLOCK
     recomputed, _ = ours.start(text, speaker, np.array(tokens))
     assert np.abs(recomputed - logp).max() <= TOLERANCE
+
+
+# A batched step's rows against the same sequences decoded alone, in log-probability. Rows share nothing
+# but the weights, yet they are not bit-equal: onnxruntime's CPU kernels block and accumulate a matrix of
+# several rows otherwise than a single row (a row left over from a block of rows goes the single row's
+# way). One step moves a logit by a few float32 ulps. In fp32 that is all, and
+# a draw differs only where its uniform falls that close to a boundary of the inverse CDF. In int8 every
+# layer re-quantises its activations, so over many steps such a difference can move an activation by a
+# quantisation step and grow: on this tiny model the draws below still agree, at full size a segment's
+# draws part after some tokens (function.cosyvoice.llm; `python -m bench decode-batch` says where).
+ROW_TOLERANCE = {"fp32": 1e-4, "int8": 1e-4}
+
+
+def _precision(graphs: dict, precision: str) -> dict:
+    return graphs if precision == "fp32" else part.quantize_graphs(graphs, precision)
+
+
+@pytest.fixture(scope="module", params=list(ROW_TOLERANCE))
+def precision_graphs(setup, request: pytest.FixtureRequest) -> tuple[str, dict]:
+    return request.param, _precision(setup[2], request.param)
+
+
+def test_a_batched_step_gives_each_row_the_logits_it_gets_alone(setup, precision_graphs) -> None:
+    """Rows of their own lengths (one crossing a cache block mid-batch), a row leaving and another joining
+    in its slot: every step's rows stay each sequence's own."""
+    config = setup[0]
+    precision, graphs = precision_graphs
+    ours = _ours(graphs, config)
+    rng = np.random.default_rng(11)
+    speaker = rng.standard_normal((1, config.spk_embed_dim)).astype(np.float32)
+    texts = [rng.integers(0, config.text_token_size, n) for n in (4, 17, CACHE_BLOCK - 6, 9)]
+    teacher = rng.integers(0, config.speech_token_size, (len(texts), 16))
+    empty = np.zeros(0, dtype=np.int64)
+
+    alone = []  # each sequence's logp after its prefill and after each teacher token, decoded alone
+    for text, tokens in zip(texts, teacher, strict=True):
+        logp, cache = ours.start(text, speaker, empty)
+        alone.append([logp, *(ours.step(int(token), cache) for token in tokens)])
+
+    batch = ours._cache(slots=3)
+    rows: list[int] = []  # rows[b]: the sequence in cache row b
+    steps = [0] * len(texts)  # teacher tokens each sequence has been fed
+    worst = 0.0
+    for sequence in range(3):
+        logp, prefix = ours._prefill(texts[sequence], speaker, empty)
+        assert np.array_equal(logp, alone[sequence][0])
+        rows.append(sequence)
+        batch.add(prefix)
+    for step in range(12):
+        if step == 5:  # sequence 0 leaves; the last row moves into its place and sequence 3 joins
+            batch.remove(0)
+            rows[0] = rows.pop()
+            batch.add(ours._prefill(texts[3], speaker, empty)[1])
+            rows.append(3)
+        for b, sequence in enumerate(rows):
+            batch.token[b, 0] = teacher[sequence, steps[sequence]]
+            steps[sequence] += 1
+        logps = ours._step(batch)
+        for b, sequence in enumerate(rows):
+            worst = max(worst, float(np.abs(logps[b] - alone[sequence][steps[sequence]]).max()))
+    assert batch.capacity > CACHE_BLOCK  # the long row grew the batch's cache
+    assert worst <= ROW_TOLERANCE[precision]
+
+
+def test_a_seed_draws_the_same_tokens_one_row_or_three(setup, precision_graphs) -> None:
+    config = setup[0]
+    precision, graphs = precision_graphs
+    ours = _ours(graphs, config)
+    rng = np.random.default_rng(5)
+    speaker = rng.standard_normal((1, config.spk_embed_dim)).astype(np.float32)
+    texts = [rng.integers(0, config.text_token_size, n) for n in (6, 2, 9, 4, 3)]
+    empty = np.zeros(0, dtype=np.int64)
+
+    def tokens(rows: int) -> list[int | None]:
+        seeds = np.random.SeedSequence(42).spawn(len(texts))
+        segments = [
+            LLMInput(text, empty, speaker, empty, np.random.default_rng(seed))
+            for text, seed in zip(texts, seeds, strict=True)
+        ]
+        return list(ours.generate_segments(segments, rows))
+
+    one_row = tokens(1)
+    assert one_row.count(None) == len(texts) and len(one_row) > 3 * len(texts)
+    assert tokens(3) == one_row
 
 
 def test_state_dict_mismatch_is_named(setup) -> None:

@@ -39,6 +39,7 @@ from function.core.options import SynthesisOptions
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.engine import Engine
 from function.cosyvoice.frontend import prepare_text
+from function.cosyvoice.llm import DecoderCache
 from function.cosyvoice.vocoder import SourceState, Vocoder
 from tests.function.cosyvoice.speaking import spoken
 
@@ -371,6 +372,36 @@ def test_long_text_gives_audio_for_every_segment(
         chunks, tokens = run(engine, spy, text=LONG_TEXT, speaker=SPEAKER, seed=4, stream=stream)
         assert len(tokens) == len(segments) and all(tokens)
         assert sum(map(len, chunks)) == expected_samples(engine, tokens)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_whole_request_decodes_its_segments_as_one_batch_with_the_audio_of_one_row(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """After the first segment, up to `decode_rows` segments share each decode step and each draws its own
+    tokens, so the audio is what one row gives; a streamed request keeps one row."""
+    # Random weights rarely draw EOS: each segment ends at its maximum, rows of longer texts later.
+    monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
+    text = f"{LONG_TEXT} Then a short one. {LONG_TEXT}"
+    assert len(prepare_text(text, engine.tokenizer)) > 3  # a segment joins when another leaves
+    options = SynthesisOptions(text=text, speaker=SPEAKER, seed=8, stream=stream)
+    one_row = list(spoken(engine, options))
+    batch_sizes: list[int] = []
+    step = engine.llm._step
+
+    def counted(cache: DecoderCache) -> np.ndarray:
+        batch_sizes.append(cache.rows)
+        return step(cache)
+
+    monkeypatch.setattr(engine.llm, "_step", counted)
+    monkeypatch.setattr(engine, "decode_rows", 3)
+    batched = list(spoken(engine, options))
+    assert batch_sizes[0] == 1  # the first segment alone: the flow waits for all of it
+    assert max(batch_sizes) == (1 if stream else 3)
+    assert len(batched) == len(one_row)
+    for a, b in zip(batched, one_row, strict=True):
+        assert np.array_equal(a, b)
+    assert list(spoken(engine, replace(options, text=SHORT)))  # one segment: nothing left to batch
 
 
 class InThread:

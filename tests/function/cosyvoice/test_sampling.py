@@ -15,6 +15,7 @@ from function.cosyvoice.llm import (
     LLM,
     CacheMemory,
     DecoderCache,
+    LLMInput,
 )
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
@@ -155,12 +156,13 @@ class FakeDecode:
             self.decode, self.inputs, self.into = decode, inputs, into
 
         def run(self) -> None:
-            position = int(self.inputs["past_len"])
-            self.decode.past_lens.append(position)
+            positions, tokens = self.inputs["past_len"], self.inputs["token"]
+            self.decode.past_lens.append(int(positions[0]))
             self.into["logp"][...] = self.decode.logp
             for name, cache in self.into.items():
                 if name.startswith("present_"):
-                    cache[:, :, position] = int(self.inputs["token"][0, 0])
+                    for row, position in enumerate(positions):
+                        cache[row, :, position] = tokens[row, 0]
 
 
 class FakePositions:
@@ -255,29 +257,32 @@ def test_decoder_cache_binds_its_buffers_and_grows() -> None:
         LAYERS, 3, HEADS, 5, HEAD_DIM
     )
     positions = DistancePositions()
-    cache = DecoderCache(prefill, positions, vocab=EOS + 1)
+    cache = DecoderCache(positions, vocab=EOS + 1)
+    cache.add(prefill)
     assert cache.capacity == CACHE_BLOCK
     assert positions.asked == [list(range(5, CACHE_BLOCK))]  # the prefix's own rows came with prefill
     first = cache.feeds()
     for step in range(CACHE_BLOCK):
         cache.token[0, 0] = step
         outputs = cache.outputs()
-        assert int(cache.feeds()["past_len"]) == cache.length
+        length = int(cache.lengths[0])
+        assert cache.feeds()["past_len"].tolist() == [length]
         for name, rows in outputs.items():  # what the decode graph writes
             if name.startswith("present_"):
-                rows[:, :, cache.length] = step
+                rows[:, :, length] = step
         cache.advance()
-        assert cache.capacity > cache.length  # the next step finds its position rows
-    assert cache.length == 5 + CACHE_BLOCK and cache.capacity == 2 * CACHE_BLOCK
+        assert cache.capacity > cache.lengths[0]  # the next step finds its position rows
+    assert cache.lengths.tolist() == [5 + CACHE_BLOCK] and cache.capacity == 2 * CACHE_BLOCK
     assert positions.asked[1:] == [list(range(CACHE_BLOCK, 2 * CACHE_BLOCK))]  # one block, when it was added
     feeds = cache.feeds()
     assert feeds["past_key_0"].shape == (1, HEADS, cache.capacity, HEAD_DIM)
     assert feeds["past_pos_0"].shape == (HEADS, HEAD_DIM, cache.capacity)  # distance last
-    assert int(feeds["past_len"]) == cache.length and feeds["past_len"] is first["past_len"]  # read in place
+    assert feeds["past_len"].tolist() == cache.lengths.tolist()
+    assert np.shares_memory(feeds["past_len"], first["past_len"])  # read in place
     np.testing.assert_array_equal(feeds["past_value_1"][0, :, :5], prefill[1, 1])
     np.testing.assert_array_equal(feeds["past_pos_0"][:, :, :5], prefill[0, 2].transpose(0, 2, 1))
     assert (feeds["past_key_0"][0, :, 5 + 7] == 7).all() and (
-        feeds["past_key_0"][0, :, cache.length :] == 0
+        feeds["past_key_0"][0, :, cache.lengths[0] :] == 0
     ).all()
     assert (feeds["past_pos_1"][:, :, 5 + 7] == 5 + 7).all()
     assert (feeds["past_pos_1"][:, :, -1] == cache.capacity - 1).all()
@@ -294,7 +299,7 @@ def test_a_step_rebinds_after_the_cache_grows() -> None:
     for token in range(1, 9):
         llm.step(token, cache)
     assert cache.capacity == 2 * CACHE_BLOCK
-    start = cache.length - 8
+    start = int(cache.lengths[0]) - 8
     assert decode.past_lens == list(range(start, start + 8))
     written = cache.feeds()["past_key_0"][0, 0, start : start + 8, 0]  # each step's row, across the growth
     assert written.tolist() == list(range(1, 9))
@@ -354,7 +359,8 @@ def test_a_grown_cache_in_reused_memory_reads_zeros_past_what_it_holds() -> None
     stale[...] = 99.0  # an earlier request's rows
     memory.give(stale)
     prefill = np.ones((LAYERS, 3, HEADS, 5, HEAD_DIM), dtype=np.float32)
-    cache = DecoderCache(prefill, DistancePositions(), vocab=EOS + 1, memory=memory)
+    cache = DecoderCache(DistancePositions(), vocab=EOS + 1, memory=memory)
+    cache.add(prefill)
     for _ in range(CACHE_BLOCK):
         cache.advance()
     feeds = cache.feeds()
@@ -379,3 +385,103 @@ def test_a_finished_generation_gives_its_cache_to_the_next_one() -> None:
     assert llm.cache_memory.kept_bytes < kept  # in use: taken from what was kept
     tokens.close()
     assert llm.cache_memory.kept_bytes == kept
+
+
+def prefill_of(length: int, value: float) -> np.ndarray:
+    return np.full((LAYERS, 3, HEADS, length, HEAD_DIM), value, dtype=np.float32)
+
+
+def test_a_batched_cache_holds_rows_of_their_own_lengths_and_closes_ranks_when_one_leaves() -> None:
+    cache = DecoderCache(DistancePositions(), vocab=EOS + 1, slots=3)
+    assert [cache.add(prefill_of(length, length)) for length in (5, 9, 200)] == [0, 1, 2]
+    assert cache.lengths.tolist() == [5, 9, 200] and cache.capacity == 2 * CACHE_BLOCK  # the longest's
+    with pytest.raises(ValueError, match="3 rows are all in use"):
+        cache.add(prefill_of(4, 4))
+    feeds = cache.feeds()
+    assert feeds["past_key_0"].shape == (3, HEADS, cache.capacity, HEAD_DIM)
+    assert feeds["token"].shape == (3, 1) and cache.outputs()["logp"].shape == (3, EOS + 1)
+    assert all(value.flags.c_contiguous for value in feeds.values())
+    # Each row: its own prefix, zeros after it.
+    assert (feeds["past_value_1"][1, :, :9] == 9).all() and (feeds["past_value_1"][1, :, 9:] == 0).all()
+    assert (feeds["past_pos_0"][:, :, :5] == 5).all()  # the first prefill's rows ...
+    assert (feeds["past_pos_0"][:, :, 5:] == np.arange(5, cache.capacity)).all()  # ... then by distance
+    cache.token[:, 0] = [11, 12, 13]
+    cache.remove(0)  # the last row takes its place
+    assert cache.rows == 2 and cache.lengths.tolist() == [200, 9] and cache.token[:, 0].tolist() == [13, 12]
+    feeds = cache.feeds()
+    assert feeds["past_key_1"].shape == (2, HEADS, cache.capacity, HEAD_DIM)
+    assert (feeds["past_key_1"][0, :, :200] == 200).all() and (feeds["past_key_1"][1, :, :9] == 9).all()
+    cache.remove(1)
+    assert cache.lengths.tolist() == [200]
+    assert cache.add(prefill_of(3, 3)) == 1  # a sequence joins in the freed slot
+    for _ in range(2 * CACHE_BLOCK - 200):
+        cache.advance()
+    assert cache.lengths.tolist() == [2 * CACHE_BLOCK, 3 + 2 * CACHE_BLOCK - 200]
+    assert cache.capacity == 3 * CACHE_BLOCK  # grown for the longest row
+    assert (cache.feeds()["past_key_0"][1, :, :3] == 3).all()
+    with pytest.raises(IndexError):
+        cache.remove(2)
+
+
+def segment(text_len: int, seed: int) -> LLMInput:
+    return LLMInput(
+        np.arange(text_len),
+        np.zeros(0, np.int64),
+        np.ones((1, 192), np.float32),
+        np.zeros(0, np.int64),
+        np.random.default_rng(seed),
+    )
+
+
+def split_at_none(stream: list[int | None]) -> list[list[int]]:
+    assert stream and stream[-1] is None
+    segments: list[list[int]] = [[]]
+    for token in stream[:-1]:
+        if token is None:
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    return segments
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 8])
+def test_segments_come_out_in_order_each_as_generated_alone(rows: int) -> None:
+    # EOS likely: each segment ends at its own minimum (3 per text token), so rows leave the batch at
+    # different steps and the later segments join in their slots.
+    llm, prefill, decode = fake_llm(eos_prob=0.9)
+    lengths = [4, 1, 3, 2, 5]
+    alone = [generate(llm, text_len=n, seed=seed) for seed, n in enumerate(lengths)]
+    assert [len(tokens) for tokens in alone] == [3 * n for n in lengths]
+    prefill.calls.clear()
+    stream = list(llm.generate_segments([segment(n, seed) for seed, n in enumerate(lengths)], rows))
+    assert split_at_none(stream) == alone
+    assert [call["text_tokens"].shape[1] for call in prefill.calls] == lengths  # prefilled in order
+    assert llm.cache_memory.kept_bytes > 0  # the cache went back
+
+
+def test_a_segment_may_draw_up_to_its_maximum_in_a_batch() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.0)  # never ends before its maximum, 30 per text token
+    stream = list(llm.generate_segments([segment(2, 0), segment(1, 1), segment(3, 2)], rows=2))
+    assert [len(tokens) for tokens in split_at_none(stream)] == [60, 30, 90]
+
+
+def test_a_batch_stopped_early_gives_its_cache_back() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.0)
+    generate(llm, text_len=CACHE_BLOCK // 20)
+    kept = llm.cache_memory.kept_bytes
+    tokens = llm.generate_segments([segment(4, 0), segment(4, 1)], rows=2)
+    next(tokens)
+    assert llm.cache_memory.kept_bytes < kept
+    tokens.close()
+    assert llm.cache_memory.kept_bytes >= kept
+
+
+def test_no_segments_draw_nothing() -> None:
+    llm, prefill, _ = fake_llm(eos_prob=0.5)
+    assert list(llm.generate_segments([], rows=3)) == [] and prefill.calls == []
+
+
+def test_rows_must_be_positive() -> None:
+    llm, _, _ = fake_llm(eos_prob=0.5)
+    with pytest.raises(ValueError, match="rows must be at least 1"):
+        next(llm.generate_segments([segment(2, 0)], rows=0))
