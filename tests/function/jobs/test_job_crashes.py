@@ -140,14 +140,21 @@ def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(bu
 
     settings = Settings(artifact="unused", output_bucket=bucket)
     job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
-    assert store.take_lease(job, time.time() + 1.0)  # the first worker
-    assert not store.take_lease(job, time.time() + 60)  # a duplicate delivery while it works
+    now = 1_000_000.0  # the clock the workers read, moved by hand
+
+    def clock() -> float:
+        return now
+
+    assert store.take_lease(job, now + 1.0, clock)  # the first worker
+    assert not store.take_lease(job, now + 60, clock)  # a duplicate delivery while it works
     held = store.status(job)
-    assert held is not None and held.state == "running" and held.held(time.time())
-    time.sleep(1.1)  # the first worker died without a word: its lease runs out
-    assert store.take_lease(job, time.time() + 60)  # taken over
+    assert held is not None and held.state == "running" and held.held(now) and not held.held(now + 1.0)
+    now += 0.999
+    assert not store.take_lease(job, now + 60, clock)  # still the first worker's, to the last moment
+    now += 0.002  # the first worker died without a word: its lease runs out
+    assert store.take_lease(job, now + 60, clock)  # taken over
     store.update_status(job, "done")
-    assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
+    assert not store.take_lease(job, now + 60, clock)  # a finished job is nobody's
 
 
 @pytest.mark.usefixtures("aws_in_process")
