@@ -32,13 +32,16 @@ from function.local.invoke import LocalLambda
 from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
 
 # One sentence of 60-80 text tokens is one segment (the splitter packs sentences up to 80): LONG_TEXT is
-# seven segments that the engine expects to take equally long.
+# SEGMENTS segments.
 SENTENCE = (
     "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
     " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
     " in the whole town expects that today will be any different from the long and gentle day before it."
 )
-LONG_TEXT = " ".join([SENTENCE] * 7)
+SEGMENTS = 3
+LONG_TEXT = " ".join([SENTENCE] * SEGMENTS)
+SEGMENT_SECONDS = 20.0  # what a segment takes on the clock the worker's deadlines read (job_faults.py)
+FAULTS = Path(__file__).with_name("job_faults.py")
 SEED = 12
 PCM = Output.of("pcm", 22050)  # parts and raw audio at the tiny model's rate
 
@@ -139,19 +142,17 @@ def jobs_lambda(artifact_location: str, jobs_env: dict[str, str]) -> Iterator[Lo
 
 @pytest.mark.engine
 def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
-    tiny_artifact: Path, jobs_env: dict[str, str], sqs: Any, queue: str
+    artifact_location: str, jobs_env: dict[str, str], sqs: Any, queue: str
 ) -> None:
-    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
-    # No warm-up: the speed meter's first figure is the one-run reference's, which this test measures too.
-    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+    runtime = local_lambda(artifact_location, **jobs_env, COSYVOICE_WARMUP="0")
+    # Deadlines on a clock where each segment takes SEGMENT_SECONDS, as the engine expects: whatever this
+    # machine's speed, an invocation with room for one segment and a half makes one.
+    runtime.launcher = (str(FAULTS), f"clock:{SEGMENT_SECONDS}")
+    with runtime:
         runtime.wait_init()
         one_run = runtime.invoke({"text": LONG_TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED})
         reference = base64.b64decode(one_run.json()["audio"])
-        per_token = one_run.seconds / ((len(reference) - 44) / 2 / 22050 * token_rate)
-        segment = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
-        # Each invocation has room for one segment and a half by that measure (and a second for its S3
-        # and SQS calls besides): seven would not fit.
-        short = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + 1.0 + 1.5 * segment
+        short = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + 1.5 * SEGMENT_SECONDS
 
         status, accepted = call(
             runtime, "POST", "/v1/jobs", {"text": LONG_TEXT, "speaker": SPEAKER, "seed": SEED}
@@ -174,17 +175,14 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
     assert seen[0]["status"] == "queued"
     running = [view["progress"] for view in seen if view["status"] == "running"]
-    # Spread over invocations: some view is part-way. All seven done but still running is a real state
-    # too (the parts were written; the assembly is the next invocation's), when the warm engine ran
-    # faster than the reference measured.
-    assert running and all(0 < p["segments_done"] <= p["segments_total"] == 7 for p in running)
-    assert any(p["segments_done"] < 7 for p in running), running
-    assert all(p["audio_seconds"] > 0 for p in running)
-    # Each invocation but the last sent the next message itself (a deferral would be the queue's retry).
-    assert outcomes[-1] == "done" and "continued" in outcomes
-    assert set(outcomes[:-1]) <= {"continued", "deferred"}, outcomes
+    # One segment per invocation: every view part-way, each invocation but the last sending the next
+    # message itself, the last assembling the audio.
+    assert [p["segments_done"] for p in running] == sorted(p["segments_done"] for p in running)
+    assert {p["segments_done"] for p in running} == set(range(1, SEGMENTS))
+    assert all(p["segments_total"] == SEGMENTS and p["audio_seconds"] > 0 for p in running)
+    assert outcomes == ["continued"] * (SEGMENTS - 1) + ["done"], outcomes
     assert done["key"] == f"tts/{job_id}.wav" and done["format"] == "wav" and done["sample_rate"] == 22050
-    assert done["progress"]["segments_done"] == 7 and done["seed"] == SEED
+    assert done["progress"]["segments_done"] == SEGMENTS and done["seed"] == SEED
     # The checkpoints lost nothing: the job's audio is the one run's, sample for sample.
     assert audio == reference
     assert done["duration_seconds"] == pytest.approx((len(audio) - 44) / 2 / 22050, abs=1e-3)
