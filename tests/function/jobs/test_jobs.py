@@ -25,8 +25,6 @@ import soundfile
 from function.aws.s3 import PART_BYTES, store_stream
 from function.core.deadline import REPLY_MARGIN_SECONDS
 from function.core.formats import Output
-from function.cosyvoice.budget import expected_speech_seconds
-from function.cosyvoice.contract import MANIFEST_FILE
 from function.jobs.worker import CHECKPOINT_SECONDS
 from function.local.invoke import LocalLambda
 from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
@@ -190,22 +188,19 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
 @pytest.mark.engine
 def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_finishes(
-    tiny_artifact: Path, jobs_env: dict[str, str]
+    artifact_location: str, jobs_env: dict[str, str]
 ) -> None:
-    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
     long = {"id": "long", "text": SENTENCE, "speaker": SPEAKER}
     short = {"id": "short", "text": "Hi there.", "speaker": SPEAKER, "format": "ogg"}  # parts re-encoded
-    # No warm-up: the speed meter's first figure is this reference run's, which the test measures too.
-    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+    runtime = local_lambda(artifact_location, **jobs_env, COSYVOICE_WARMUP="0")
+    runtime.launcher = (str(FAULTS), f"clock:{SEGMENT_SECONDS}")  # each segment takes SEGMENT_SECONDS
+    with runtime:
         runtime.wait_init()
-        one_run = runtime.invoke({"text": SENTENCE, "speaker": SPEAKER, "format": "pcm", "seed": SEED})
-        samples = len(base64.b64decode(one_run.json()["audio"])) / 2
-        per_token = one_run.seconds / (samples / 22050 * token_rate)
-        need = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
         # The reply's margin comes off the invocation, then each record has its share less a checkpoint's.
-        # The long record comes first and gets half: room for half of its one segment; the short one then
-        # has the rest, a whole segment's time more than it needs.
-        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + 2 * (CHECKPOINT_SECONDS + need / 2)
+        # The long record comes first and gets half: room for three quarters of its one segment; the
+        # short one then has the rest, half a segment's time more than its one segment needs.
+        half = SEGMENT_SECONDS / 2
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + 2 * (CHECKPOINT_SECONDS + half) + half
         reply = runtime.invoke(sqs_event(long, short)).json()
         assert reply == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
         finished = job_view(runtime, "short")
@@ -217,7 +212,7 @@ def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_
         assert waiting["status"] == "queued" and waiting["last_error"]["code"] == "not_started"
 
         # The queue's last receive: the job says it failed and why, and that a redrive would resume it.
-        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + need / 2
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + half
         last = sqs_event(long)
         last["Records"][0]["attributes"] = {"ApproximateReceiveCount": "5"}
         assert runtime.invoke(last).json() == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
