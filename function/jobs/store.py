@@ -294,12 +294,12 @@ def release(job: Job, state: str | None, held_until: float | None, **changes: An
     return _rewrite(job, changed)
 
 
-def take_lease(job: Job, until: float) -> bool:
-    """Hold the job as its running worker until `until` (time.time()): False if another worker holds it
-    (its lease has not run out) or the job is finished."""
+def take_lease(job: Job, until: float, clock: Callable[[], float] = time.time) -> bool:
+    """Hold the job as its running worker until `until` (on `clock`, time.time()): False if another
+    worker holds it (its lease has not run out) or the job is finished."""
 
     def taken(current: JobStatus) -> JobStatus | None:
-        if current.final or current.held(time.time()):
+        if current.final or current.held(clock()):
             return None
         return replace(current, state=RUNNING, lease_until=until)
 

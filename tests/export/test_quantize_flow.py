@@ -14,7 +14,7 @@ from export.passes.optimize import optimize_graph
 from export.passes.quantize import DYNAMIC_INT8, quantize_dynamic_int8
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.flow import Flow
-from tests.conftest import run_cli, run_graph
+from tests.conftest import run_graph
 
 QUANTISED_OPS = {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}
 
@@ -55,11 +55,8 @@ def test_only_constant_weight_matmuls_are_quantised() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_int8_artifact(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("flow-int8") / "artifact"
-    result = run_cli("-m", "export", str(tiny_model_dir), str(path), "--flow-weights", "int8")
-    assert result.returncode == 0, result.stderr
-    return path
+def tiny_int8_artifact(quantised_artifacts: dict[str, Path]) -> Path:
+    return quantised_artifacts["flow-int8"]  # --flow-weights int8
 
 
 def test_manifest_records_flow_quantisation(tiny_int8_artifact: Path) -> None:

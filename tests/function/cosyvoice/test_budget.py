@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -85,32 +86,47 @@ def test_work_that_cannot_finish_is_refused_before_the_llm_runs(
     assert calls == []
 
 
+@dataclass(frozen=True)
+class PassesAtCheck(Deadline):
+    """A deadline on a clock the test holds: it passes at the `passes_at`-th check (one per token drawn)."""
+
+    passes_at: int = 10
+    checks: list[int] = field(default_factory=lambda: [0])
+
+    def expired(self) -> bool:
+        self.checks[0] += 1
+        return self.checks[0] >= self.passes_at
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(
     engine: Engine, stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine.speed = SpeedMeter()  # unmeasured: nothing is refused up front, the deadline still holds
+    options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
     drawn: list[int] = []
     generate = engine.llm.generate
 
-    def slow_generate(*args: object) -> Iterator[int]:
+    def recorded(*args: object) -> Iterator[int]:
         for token in generate(*args):
-            time.sleep(0.01)  # 100 tokens a second: a text of 20 text tokens draws at least 40
             drawn.append(token)
             yield token
 
-    monkeypatch.setattr(engine.llm, "generate", slow_generate)
-    options = SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=1, stream=stream)
+    monkeypatch.setattr(engine.llm, "generate", recorded)
+    assert engine.synthesize(options).size > 0
+    whole = len(drawn)  # the tokens of the whole text
+    deadline = PassesAtCheck(time.monotonic() + 3600, "a test", 3600)
     with pytest.raises(DeadlineExceeded, match="time limit"):
-        list(spoken(engine, options, Deadline.after(0.1, "a test", margin=0)))
-    assert 0 < len(drawn) < 30  # stopped after ~10 tokens, not at the end of the text
+        list(spoken(engine, options, deadline))
+    assert deadline.checks == [deadline.passes_at]  # stopped at the check where it passed, no later
+    assert whole > 4 * deadline.passes_at  # far from the end of the text
     assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
     monkeypatch.undo()
     assert engine.synthesize(options).size > 0  # and the engine serves the next request
 
 
 def test_part_of_a_text_gets_the_audio_it_has_in_the_whole(engine: Engine) -> None:
-    options = SynthesisOptions(text=" ".join([TEXT] * 8), speaker=SPEAKER, seed=4)
+    options = SynthesisOptions(text=" ".join([TEXT] * 5), speaker=SPEAKER, seed=4)  # two segments
     utterance = engine.prepare(options)
     assert len(utterance.segments) >= 2
     whole = list(audio_only(engine.speak(utterance)))

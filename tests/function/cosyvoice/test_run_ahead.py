@@ -25,21 +25,26 @@ def test_yields_the_source_in_order_on_another_thread() -> None:
 
 
 def test_the_producer_runs_at_most_limit_items_ahead() -> None:
-    produced = 0
+    limit, asked, ahead = 5, [0], []
+    full = threading.Event()
 
     def source() -> Iterator[int]:
-        nonlocal produced
         for item in range(100):
-            produced += 1
+            # Drawing item `item`: the items before it are taken or queued (at most `limit`).
+            ahead.append(item - asked[0])
+            if item - asked[0] == limit:
+                full.set()  # as far ahead as it may go: the queue is full and this one waits for room
             yield item
 
-    with RunAhead(source(), limit=5) as items:
+    with RunAhead(source(), limit=limit) as items:
         iterator = iter(items)
+        asked[0] += 1
         assert next(iterator) == 0
-        time.sleep(0.3)  # ample time for an unbounded producer to finish all 100
-        # 1 taken + 5 queued + 1 drawn and waiting for room in the queue
-        assert produced <= 7
-        assert list(iterator) == list(range(1, 100))
+        assert full.wait(timeout=30)  # it ran ahead while nothing was taken...
+        for expected in range(1, 100):
+            asked[0] += 1
+            assert next(iterator) == expected
+    assert max(ahead) == limit  # ...and never further: 1 taken, `limit` queued, 1 waiting for room
 
 
 def test_an_error_in_the_producer_reaches_the_consumer_after_the_items_before_it() -> None:
@@ -68,14 +73,13 @@ def test_closing_early_stops_the_producer_and_runs_its_cleanup() -> None:
         finally:
             finished.set()
 
-    run_ahead = RunAhead(endless(), limit=3)
+    source = endless()
+    run_ahead = RunAhead(source, limit=3)
     iterator = iter(run_ahead)
     assert [next(iterator), next(iterator)] == [1, 2]
     run_ahead.close()
     assert finished.is_set()  # close() joined the producer, whose generator was closed
-    stopped_at = drawn
-    time.sleep(0.1)
-    assert drawn == stopped_at
+    assert next(source, None) is None and drawn <= 2 + 3 + 1  # closed: it draws nothing more
 
 
 def test_a_limit_below_one_is_refused() -> None:
@@ -84,23 +88,26 @@ def test_a_limit_below_one_is_refused() -> None:
 
 
 def test_a_held_producer_draws_nothing_until_released() -> None:
-    drawn = 0
+    holding, began_held = [False], []  # whether the hold was on as each draw began
+    hold_began = threading.Event()
 
     def source() -> Iterator[int]:
-        nonlocal drawn
         for item in range(50):
-            time.sleep(0.005)  # a decode step
-            drawn += 1
+            began_held.append(holding[0])
+            if item == 1:
+                hold_began.wait(timeout=30)  # the item being drawn when hold() begins may still arrive
             yield item
 
     with RunAhead(source(), limit=100) as items:
         iterator = iter(items)
         assert next(iterator) == 0
         with items.hold():
-            time.sleep(0.05)  # the item being drawn when hold() began may still arrive
-            held_at = drawn
+            holding[0] = True
+            hold_began.set()
             time.sleep(0.3)  # ample time to draw all 50 if nothing held it
-            assert drawn == held_at < 50
+            during = list(began_held)
+            holding[0] = False
+        assert during and True not in during, during  # no draw began while held
         assert list(iterator) == list(range(1, 50))  # released: the rest, in order
 
 

@@ -5,6 +5,9 @@
 SPEC is one of
   one_segment              each invocation has room for one segment (the engine's budget runs out
                            after it), so a job continues through a continuation message
+  clock:SECONDS            deadlines read a clock on which each segment the worker makes takes SECONDS,
+                           and the speed meter expects exactly that: a deadline of 1.5 segments has room
+                           for one, however fast this machine is
   kill:segment:N           SIGKILL once the N-th segment's audio is made, before its part is written
   kill:OPERATION:SUFFIX    SIGKILL at the first S3 / SQS OPERATION (PutObject, GetObject, SendMessage)
                            on a key (or queue URL) ending in SUFFIX, before it is sent
@@ -35,6 +38,32 @@ def one_segment() -> None:
         raise OverBudget("injected: this invocation had room for one segment")
 
     Engine.speak = one  # type: ignore[method-assign]
+
+
+def segment_clock(seconds: float) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from function.core import deadline
+    from function.cosyvoice.budget import SpeedMeter
+    from function.jobs import batch, worker
+
+    passed = [0.0]  # what the segments made so far added to the monotonic clock
+    clock = SimpleNamespace(monotonic=lambda: time.monotonic() + passed[0], time=time.time)
+    deadline.time = clock  # type: ignore[assignment]
+    batch.time = clock  # type: ignore[assignment]
+
+    def expected(self: SpeedMeter, segments: list[str], token_rate: float) -> float:
+        return seconds * len(segments)
+
+    SpeedMeter.seconds_for = expected  # type: ignore[assignment,method-assign]
+    original = worker.to_pcm16
+
+    def made(chunk: Any) -> bytes:
+        passed[0] += seconds
+        return original(chunk)
+
+    worker.to_pcm16 = made
 
 
 def kill() -> None:
@@ -83,6 +112,9 @@ def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
 def inject(spec: str) -> None:
     if spec == "one_segment":
         one_segment()
+        return
+    if spec.startswith("clock:"):
+        segment_clock(float(spec.split(":", 1)[1]))
         return
     action, point, argument = spec.split(":", 2)
     act = {"kill": kill, "fail": fail}[action]

@@ -3,7 +3,7 @@ mid-assembly and between a part's write and the continuation's send, under the r
 and SQS on moto_server (faults injected by job_faults.py in the runtime process).
 
 GIVEN a raw job of two segments on the queue, and a first environment that meets the fault
-WHEN Lambda's poller goes on delivering the job's messages to a healthy environment (a new one: Lambda
+WHEN Lambda's poller goes on delivering the job's messages to a healthy environment (another one: Lambda
 replaces an environment whose process died)
 THEN the job ends done exactly once, its audio byte for byte the same text and seed made in one run, each
 part written once; a failure's reason is in the status meanwhile; a dead worker's `running` status is
@@ -15,13 +15,15 @@ from __future__ import annotations
 import base64
 import json
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from function.local.invoke import LocalLambda, RuntimeFailed
-from tests.function.support import SPEAKER, batch_records, local_lambda
+from tests.function.support import SPEAKER, aws_env, batch_records, local_lambda, moto_client
 
 pytestmark = pytest.mark.engine
 
@@ -81,23 +83,69 @@ def read_status(s3: Any, bucket: str, job_id: str) -> dict[str, Any]:
     return json.loads(s3.get_object(Bucket=bucket, Key=f"tts/jobs/{job_id}/status.json")["Body"].read())
 
 
-@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
-def test_a_job_survives_its_worker_dying_or_its_storage_failing(
-    case: str, artifact_location: str, s3_env: dict[str, str], bucket: str, queue: str, sqs: Any, s3: Any
-) -> None:
-    spec, met = CASES[case]
+def records_until_done(runtime: LocalLambda, before: int, job_id: str) -> list[dict[str, Any]]:
+    """The batch records after the first `before`, once the job's `done` is among them (they come
+    through a pipe, in order: the next case then counts from past all of this one's)."""
+    deadline = time.monotonic() + 10
+    while True:
+        records = batch_records(runtime, 0)[before:]
+        if (
+            any(r.get("job") == job_id and r["status"] == "done" for r in records)
+            or time.monotonic() > deadline
+        ):
+            return records
+        time.sleep(0.05)
+
+
+class Storage(NamedTuple):
+    """A bucket and a job queue on moto_server, the clients to read them and the function's environment."""
+
+    s3: Any
+    sqs: Any
+    bucket: str
+    queue: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def storage(moto_endpoint: str) -> Storage:
+    """One bucket and queue for the crash cases, each case's job under an id of its own (the queue is
+    empty again at each case's end)."""
+    s3, sqs = moto_client("s3", moto_endpoint), moto_client("sqs", moto_endpoint)
+    bucket, name = f"crash-{uuid.uuid4().hex[:12]}", f"crash-jobs-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    queue = str(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "1"})["QueueUrl"])
     env = dict(
         COSYVOICE_OUTPUT_BUCKET=bucket,
         COSYVOICE_JOB_QUEUE_URL=queue,
         COSYVOICE_JOB_LEASE_SECONDS=str(LEASE_SECONDS),
         COSYVOICE_WARMUP="0",
-        **s3_env,
+        **aws_env(moto_endpoint),
     )
-    job_id = "crash"
+    return Storage(s3, sqs, bucket, queue, env)
+
+
+@pytest.fixture(scope="module")
+def healthy(artifact_location: str, storage: Storage) -> Iterator[tuple[LocalLambda, bytes]]:
+    """The healthy environment Lambda's poller delivers to once the first has met its fault (in Lambda a
+    new one, beside it or after it), and the audio one run of TEXT at SEED makes there."""
+    with local_lambda(artifact_location, **storage.env) as runtime:
+        runtime.wait_init()
+        one_run = runtime.invoke({"text": TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
+        yield runtime, base64.b64decode(one_run["audio"])
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_a_job_survives_its_worker_dying_or_its_storage_failing(
+    case: str, artifact_location: str, storage: Storage, healthy: tuple[LocalLambda, bytes]
+) -> None:
+    spec, met = CASES[case]
+    s3, sqs, bucket, queue = storage.s3, storage.sqs, storage.bucket, storage.queue
+    job_id = f"crash-{list(CASES).index(case)}"
     sqs.send_message(
         QueueUrl=queue, MessageBody=json.dumps({"id": job_id, "text": TEXT, "speaker": SPEAKER, "seed": SEED})
     )
-    faulty = local_lambda(artifact_location, **env)
+    faulty = local_lambda(artifact_location, **storage.env)
     faulty.launcher = (str(FAULTS), spec)
     with faulty:
         faulty.wait_init()
@@ -112,21 +160,20 @@ def test_a_job_survives_its_worker_dying_or_its_storage_failing(
             noted = read_status(s3, bucket, job_id)
             assert noted["last_error"]["code"] == met and "injected" in noted["last_error"]["message"]
 
-    with local_lambda(artifact_location, **env) as healthy:
-        healthy.wait_init()
-        one_run = healthy.invoke({"text": TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED}).json()
-        for _ in range(40):  # the dead worker's lease runs out; the job is taken over and finished
-            if read_status(s3, bucket, job_id)["status"] in ("done", "failed"):
-                break
-            if deliver(healthy, sqs, queue) is None:
-                time.sleep(0.2)
-        outcomes = [record["status"] for record in batch_records(healthy, 1)]
-        done = read_status(s3, bucket, job_id)
+    runtime, reference = healthy
+    before = len(batch_records(runtime, 0))
+    for _ in range(40):  # the dead worker's lease runs out; the job is taken over and finished
+        if read_status(s3, bucket, job_id)["status"] in ("done", "failed"):
+            break
+        if deliver(runtime, sqs, queue) is None:
+            time.sleep(0.2)
+    outcomes = [record["status"] for record in records_until_done(runtime, before, job_id)]
+    done = read_status(s3, bucket, job_id)
 
     assert done["status"] == "done", done
     assert outcomes.count("done") == 1 and set(outcomes) <= {"done", "deferred", "continued"}, outcomes
     audio = s3.get_object(Bucket=bucket, Key=f"tts/{job_id}.wav")["Body"].read()
-    assert audio == base64.b64decode(one_run["audio"])  # nothing lost, nothing doubled
+    assert audio == reference  # nothing lost, nothing doubled
     parts = s3.list_objects_v2(Bucket=bucket, Prefix=f"tts/jobs/{job_id}/parts/")["Contents"]
     assert [item["Key"].rsplit("/", 1)[1] for item in parts] == ["000000.pcm", "000001.pcm"]
     assert sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", []) == []  # nothing left
@@ -140,14 +187,21 @@ def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(bu
 
     settings = Settings(artifact="unused", output_bucket=bucket)
     job, _ = store.submit(SpeechJob(id="leased", text="Hi.", speaker=SPEAKER), settings)
-    assert store.take_lease(job, time.time() + 1.0)  # the first worker
-    assert not store.take_lease(job, time.time() + 60)  # a duplicate delivery while it works
+    now = 1_000_000.0  # the clock the workers read, moved by hand
+
+    def clock() -> float:
+        return now
+
+    assert store.take_lease(job, now + 1.0, clock)  # the first worker
+    assert not store.take_lease(job, now + 60, clock)  # a duplicate delivery while it works
     held = store.status(job)
-    assert held is not None and held.state == "running" and held.held(time.time())
-    time.sleep(1.1)  # the first worker died without a word: its lease runs out
-    assert store.take_lease(job, time.time() + 60)  # taken over
+    assert held is not None and held.state == "running" and held.held(now) and not held.held(now + 1.0)
+    now += 0.999
+    assert not store.take_lease(job, now + 60, clock)  # still the first worker's, to the last moment
+    now += 0.002  # the first worker died without a word: its lease runs out
+    assert store.take_lease(job, now + 60, clock)  # taken over
     store.update_status(job, "done")
-    assert not store.take_lease(job, time.time() + 60)  # a finished job is nobody's
+    assert not store.take_lease(job, now + 60, clock)  # a finished job is nobody's
 
 
 @pytest.mark.usefixtures("aws_in_process")

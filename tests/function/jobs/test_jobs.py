@@ -25,20 +25,21 @@ import soundfile
 from function.aws.s3 import PART_BYTES, store_stream
 from function.core.deadline import REPLY_MARGIN_SECONDS
 from function.core.formats import Output
-from function.cosyvoice.budget import expected_speech_seconds
-from function.cosyvoice.contract import MANIFEST_FILE
 from function.jobs.worker import CHECKPOINT_SECONDS
 from function.local.invoke import LocalLambda
 from tests.function.support import DIRECT, EVENTS, SPEAKER, batch_records, local_lambda, sqs_event
 
 # One sentence of 60-80 text tokens is one segment (the splitter packs sentences up to 80): LONG_TEXT is
-# seven segments that the engine expects to take equally long.
+# SEGMENTS segments.
 SENTENCE = (
     "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
     " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
     " in the whole town expects that today will be any different from the long and gentle day before it."
 )
-LONG_TEXT = " ".join([SENTENCE] * 7)
+SEGMENTS = 3
+LONG_TEXT = " ".join([SENTENCE] * SEGMENTS)
+SEGMENT_SECONDS = 20.0  # what a segment takes on the clock the worker's deadlines read (job_faults.py)
+FAULTS = Path(__file__).with_name("job_faults.py")
 SEED = 12
 PCM = Output.of("pcm", 22050)  # parts and raw audio at the tiny model's rate
 
@@ -139,19 +140,17 @@ def jobs_lambda(artifact_location: str, jobs_env: dict[str, str]) -> Iterator[Lo
 
 @pytest.mark.engine
 def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
-    tiny_artifact: Path, jobs_env: dict[str, str], sqs: Any, queue: str
+    artifact_location: str, jobs_env: dict[str, str], sqs: Any, queue: str
 ) -> None:
-    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
-    # No warm-up: the speed meter's first figure is the one-run reference's, which this test measures too.
-    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+    runtime = local_lambda(artifact_location, **jobs_env, COSYVOICE_WARMUP="0")
+    # Deadlines on a clock where each segment takes SEGMENT_SECONDS, as the engine expects: whatever this
+    # machine's speed, an invocation with room for one segment and a half makes one.
+    runtime.launcher = (str(FAULTS), f"clock:{SEGMENT_SECONDS}")
+    with runtime:
         runtime.wait_init()
         one_run = runtime.invoke({"text": LONG_TEXT, "speaker": SPEAKER, "format": "wav", "seed": SEED})
         reference = base64.b64decode(one_run.json()["audio"])
-        per_token = one_run.seconds / ((len(reference) - 44) / 2 / 22050 * token_rate)
-        segment = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
-        # Each invocation has room for one segment and a half by that measure (and a second for its S3
-        # and SQS calls besides): seven would not fit.
-        short = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + 1.0 + 1.5 * segment
+        short = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + 1.5 * SEGMENT_SECONDS
 
         status, accepted = call(
             runtime, "POST", "/v1/jobs", {"text": LONG_TEXT, "speaker": SPEAKER, "seed": SEED}
@@ -174,17 +173,14 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
     assert seen[0]["status"] == "queued"
     running = [view["progress"] for view in seen if view["status"] == "running"]
-    # Spread over invocations: some view is part-way. All seven done but still running is a real state
-    # too (the parts were written; the assembly is the next invocation's), when the warm engine ran
-    # faster than the reference measured.
-    assert running and all(0 < p["segments_done"] <= p["segments_total"] == 7 for p in running)
-    assert any(p["segments_done"] < 7 for p in running), running
-    assert all(p["audio_seconds"] > 0 for p in running)
-    # Each invocation but the last sent the next message itself (a deferral would be the queue's retry).
-    assert outcomes[-1] == "done" and "continued" in outcomes
-    assert set(outcomes[:-1]) <= {"continued", "deferred"}, outcomes
+    # One segment per invocation: every view part-way, each invocation but the last sending the next
+    # message itself, the last assembling the audio.
+    assert [p["segments_done"] for p in running] == sorted(p["segments_done"] for p in running)
+    assert {p["segments_done"] for p in running} == set(range(1, SEGMENTS))
+    assert all(p["segments_total"] == SEGMENTS and p["audio_seconds"] > 0 for p in running)
+    assert outcomes == ["continued"] * (SEGMENTS - 1) + ["done"], outcomes
     assert done["key"] == f"tts/{job_id}.wav" and done["format"] == "wav" and done["sample_rate"] == 22050
-    assert done["progress"]["segments_done"] == 7 and done["seed"] == SEED
+    assert done["progress"]["segments_done"] == SEGMENTS and done["seed"] == SEED
     # The checkpoints lost nothing: the job's audio is the one run's, sample for sample.
     assert audio == reference
     assert done["duration_seconds"] == pytest.approx((len(audio) - 44) / 2 / 22050, abs=1e-3)
@@ -192,22 +188,19 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
 @pytest.mark.engine
 def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_finishes(
-    tiny_artifact: Path, jobs_env: dict[str, str]
+    artifact_location: str, jobs_env: dict[str, str]
 ) -> None:
-    token_rate = json.loads((tiny_artifact / MANIFEST_FILE).read_text())["params"]["flow"]["input_frame_rate"]
     long = {"id": "long", "text": SENTENCE, "speaker": SPEAKER}
     short = {"id": "short", "text": "Hi there.", "speaker": SPEAKER, "format": "ogg"}  # parts re-encoded
-    # No warm-up: the speed meter's first figure is this reference run's, which the test measures too.
-    with local_lambda(str(tiny_artifact), **jobs_env, COSYVOICE_WARMUP="0") as runtime:
+    runtime = local_lambda(artifact_location, **jobs_env, COSYVOICE_WARMUP="0")
+    runtime.launcher = (str(FAULTS), f"clock:{SEGMENT_SECONDS}")  # each segment takes SEGMENT_SECONDS
+    with runtime:
         runtime.wait_init()
-        one_run = runtime.invoke({"text": SENTENCE, "speaker": SPEAKER, "format": "pcm", "seed": SEED})
-        samples = len(base64.b64decode(one_run.json()["audio"])) / 2
-        per_token = one_run.seconds / (samples / 22050 * token_rate)
-        need = expected_speech_seconds([SENTENCE]) * token_rate * per_token  # the engine's expectation
         # The reply's margin comes off the invocation, then each record has its share less a checkpoint's.
-        # The long record comes first and gets half: room for half of its one segment; the short one then
-        # has the rest, a whole segment's time more than it needs.
-        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + 2 * (CHECKPOINT_SECONDS + need / 2)
+        # The long record comes first and gets half: room for three quarters of its one segment; the
+        # short one then has the rest, half a segment's time more than its one segment needs.
+        half = SEGMENT_SECONDS / 2
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + 2 * (CHECKPOINT_SECONDS + half) + half
         reply = runtime.invoke(sqs_event(long, short)).json()
         assert reply == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
         finished = job_view(runtime, "short")
@@ -219,7 +212,7 @@ def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_
         assert waiting["status"] == "queued" and waiting["last_error"]["code"] == "not_started"
 
         # The queue's last receive: the job says it failed and why, and that a redrive would resume it.
-        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + need / 2
+        runtime.api.deadline_seconds = REPLY_MARGIN_SECONDS + CHECKPOINT_SECONDS + half
         last = sqs_event(long)
         last["Records"][0]["attributes"] = {"ApproximateReceiveCount": "5"}
         assert runtime.invoke(last).json() == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
