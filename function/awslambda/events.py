@@ -67,8 +67,8 @@ def direct_invoke(event: dict[str, Any], settings: Settings, context: Any = None
             return _run_job(job, settings, context)
         spill = Spill(settings.output_bucket, f"{settings.output_prefix}direct")
         allowance = Allowance(settings.max_text_chars, settings.max_response_bytes, spill)
-        options = job.to_options().validated(settings.max_text_chars)  # before the engine is borrowed
-        synthesis = prepare(options, allowance, invocation_deadline(context), mark_types=job.mark_types())
+        deadline = invocation_deadline(context)
+        synthesis = prepare(job.to_options(), allowance, deadline, mark_types=job.mark_types())
         return synthesis.reply(job.marks_only)
     except TTSError as exc:
         return exc.to_dict()

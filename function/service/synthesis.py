@@ -123,8 +123,9 @@ def with_saved_voice(options: SynthesisOptions, engine: Engine) -> SynthesisOpti
 def check(options: SynthesisOptions, allowance: Allowance, engine: Engine | None = None) -> SynthesisOptions:
     """What `prepare` refuses without planning the utterance: the limits, the values, the voice (an
     unknown speaker, a deleted voice, an unusable prompt). For a job accepted now and spoken later."""
+    options = options.validated(allowance.max_text_chars)  # before the engine is borrowed
     engine = engine or get_engine()
-    options = with_saved_voice(options.validated(allowance.max_text_chars), engine)
+    options = with_saved_voice(options, engine)
     engine.conditioning(options)
     return options
 
@@ -139,9 +140,9 @@ def prepare(
     """A request ready to speak: every check done and the utterance planned. `deadline` (the earliest of
     the edge's limits) refuses work up front that would not finish by it, and stops work that runs over;
     `mark_types`: the speech marks wanted (a script's: the options carry one when marks are asked for)."""
+    options = options.validated(allowance.max_text_chars)  # before the engine is borrowed
     engine = engine or get_engine()
-    options = with_saved_voice(options.validated(allowance.max_text_chars), engine)
-    return Synthesis(engine, options, allowance, deadline, mark_types)
+    return Synthesis(engine, with_saved_voice(options, engine), allowance, deadline, mark_types)
 
 
 class Synthesis:
@@ -163,7 +164,8 @@ class Synthesis:
         self.utterance = engine.prepare(options)
         self.output: Output = options.output(engine.sample_rate)
         self._mark_types = tuple(mark_types)
-        self._collector: MarkCollector | None = None
+        # Replaced by each run of the engine (`audio`); until then, nothing drawn and no marks.
+        self._collector = MarkCollector((), self._mark_types, engine.sample_rate)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -185,20 +187,20 @@ class Synthesis:
     @property
     def marks(self) -> list[SpeechMark]:
         """The speech marks of the kept types, as far as the audio has been drawn."""
-        return [] if self._collector is None else self._collector.marks
+        return self._collector.marks
 
     @property
     def samples(self) -> int:
         """Audio samples drawn so far, at the model's rate."""
-        return 0 if self._collector is None else self._collector.samples
+        return self._collector.samples
 
     @property
     def duration_ms(self) -> int:
-        return 0 if self._collector is None else self._collector.duration_ms
+        return self._collector.duration_ms
 
     def take_marks(self) -> list[SpeechMark]:
         """The marks collected since the last take (a stream sends each before the audio it describes)."""
-        return [] if self._collector is None else self._collector.take()
+        return self._collector.take()
 
     def audio(self, only: range | None = None, deadline: Deadline | None = None) -> Iterator[np.ndarray]:
         """Float32 chunks at the model's rate, marks collected; `only`: just these segments, with the
