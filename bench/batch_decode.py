@@ -11,7 +11,6 @@ LLM's whole time per token (prefills and sampling included) and each process's p
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.procs import MIB, read_memory
+from bench.procs import MIB, printed_results, read_memory, with_latest_baseline
 from bench.tables import Table
 
 SEGMENTS = 4
@@ -81,22 +80,16 @@ def decode(artifact_dir: Path, rows: int, threads: int | None, segments: int, to
 
 def run(artifact_dir: Path, row_counts: Sequence[int], threads: int | None) -> Table:
     """One fresh process per row count, in the order given; a table of what each cost."""
-    results = []
-    for rows in row_counts:
-        command = [sys.executable, "-m", "bench.batch_decode", str(artifact_dir), str(rows)]
-        if threads is not None:
-            command.append(str(threads))
-        child = subprocess.run(command, capture_output=True, text=True, check=True)
-        results.append(json.loads(child.stdout.splitlines()[-1]))
+    arguments = [
+        [str(artifact_dir), str(rows), *([] if threads is None else [str(threads)])] for rows in row_counts
+    ]
+    results = printed_results("bench.batch_decode", arguments)
     base_rows = results[0]["rows"]
     table = Table(
         f"decode of {SEGMENTS} segments × {SPEECH_TOKENS} tokens, {artifact_dir.name}",
         ["rows", "step ms/token/row", f"× rows={base_rows} before", "LLM ms/token", "peak RSS MiB"],
     )
-    base = results[0]
-    for result in results:
-        if result["rows"] == base_rows:  # a noisy host: each ratio against the latest baseline run
-            base = result
+    for result, base in with_latest_baseline(results, "rows"):
         table.add(
             str(result["rows"]),
             f"{result['step_ms_per_token']:.2f}",

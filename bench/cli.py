@@ -98,7 +98,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     batch.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
     batch.add_argument("--rows", default="1,4", help="row counts, comma-separated, the first the baseline")
     batch.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
-    batch.set_defaults(run=decode_batch)
+    batch.set_defaults(run=decode_rows, measure=_batch_decode)
+    shared = commands.add_parser(
+        "shared-decode", help="requests at once: each decoding alone or sharing rows"
+    )
+    shared.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    shared.add_argument("--rows", default="1,2", help="row caps, comma-separated, the first the baseline")
+    shared.add_argument("--requests", type=int, default=2, help="requests started together (default 2)")
+    shared.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
+    shared.set_defaults(run=decode_rows, measure=_shared_decode)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -179,17 +187,30 @@ def threads_scaling(args: argparse.Namespace) -> int:
     return 0
 
 
-def decode_batch(args: argparse.Namespace) -> int:
-    from bench import batch_decode
-
+def decode_rows(args: argparse.Namespace) -> int:
+    """decode-batch and shared-decode: an artifact, row counts, and the measurement to run at each."""
     if not (args.artifacts / "manifest.json").exists():
         return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
     try:
         (row_counts,) = _token_lists(args.rows)
     except ValueError:
         return fail("bench", f"--rows must be positive row counts, comma-separated, got {args.rows!r}")
-    print(batch_decode.run(args.artifacts.resolve(), row_counts, args.threads).render())
+    if getattr(args, "requests", 1) < 1:
+        return fail("bench", f"--requests must be at least 1, got {args.requests}")
+    print(args.measure(args.artifacts.resolve(), row_counts, args).render())
     return 0
+
+
+def _batch_decode(artifact: Path, row_counts: tuple[int, ...], args: argparse.Namespace) -> Table:
+    from bench import batch_decode
+
+    return batch_decode.run(artifact, row_counts, args.threads)
+
+
+def _shared_decode(artifact: Path, row_counts: tuple[int, ...], args: argparse.Namespace) -> Table:
+    from bench import shared_decode
+
+    return shared_decode.run(artifact, row_counts, args.requests, args.threads)
 
 
 def _token_lists(text: str) -> list[tuple[int, ...]]:

@@ -16,9 +16,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -201,6 +202,30 @@ def run_child(
     return ChildResult(spawned, ended, json.loads(result_file.read_text()))
 
 
+def printed_results(module: str, argument_lists: Sequence[Sequence[str]]) -> list[dict[str, Any]]:
+    """`python -m module *arguments` once per list, each in a fresh interpreter, in order: the JSON object
+    each prints on its last line."""
+    results = []
+    for arguments in argument_lists:
+        command = [sys.executable, "-m", module, *arguments]
+        child = subprocess.run(command, capture_output=True, text=True, check=True)
+        results.append(json.loads(child.stdout.splitlines()[-1]))
+    return results
+
+
+def with_latest_baseline(
+    results: Sequence[dict[str, Any]], key: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each result beside its baseline: the latest result so far whose `key` is the first result's. Runs
+    that alternate with the baseline's (1,4,1,4) then compare each with the run just before it, which on
+    a busy host ran under the more nearly same load."""
+    base = results[0]
+    for result in results:
+        if result[key] == results[0][key]:
+            base = result
+        yield result, base
+
+
 def write_json(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
@@ -220,5 +245,7 @@ __all__ = [
     "resident_fraction",
     "run_child",
     "total_pss",
+    "printed_results",
+    "with_latest_baseline",
     "write_json",
 ]

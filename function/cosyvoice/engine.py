@@ -13,7 +13,7 @@ memory bandwidth and the flow and vocoder by arithmetic. They share two cores po
 first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
 After its first segment, a whole-utterance request's LLM decodes up to `decode_rows` segments as one batch
 (function.cosyvoice.llm): a step reads the decoder's weights once for all its rows, and the segments still
-come out in order.
+come out in order. Unseeded requests running at once share that batch (function.cosyvoice.shared_decode).
 
 Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
@@ -47,6 +47,7 @@ from function.cosyvoice.frontend import TextTokenizer, normalize_text, prepare_t
 from function.cosyvoice.graphs import available_cpus
 from function.cosyvoice.llm import LLM, LLMInput
 from function.cosyvoice.run_ahead import RunAhead
+from function.cosyvoice.shared_decode import SharedDecoder
 from function.cosyvoice.stream import TOKEN_LOOKAHEAD, Conditioning, SegmentStream
 from function.cosyvoice.utterance import (
     Segment,
@@ -113,9 +114,8 @@ class Engine:
         # The flow's Euler steps for requests that do not choose: the deployment's, else the manifest's.
         self.default_flow_steps = flow.params.n_timesteps if flow_steps is None else flow_steps
         flow.time_grid(self.default_flow_steps)  # refuses a step count the flow cannot run, at load
-        # Segments of a whole-utterance request the LLM decodes as one batch, at most; settable (1: one
-        # after another). Each row holds its own cache: memory grows with the rows.
-        self.decode_rows = 1
+        self.decode_rows = 1  # segments decoded as one batch, at most: see `batch_decode`
+        self.shared_decoder: SharedDecoder | None = None
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None, flow_steps: int | None = None) -> Engine:
@@ -147,6 +147,17 @@ class Engine:
                 prompt.result() if prompt is not None else None,
                 flow_steps,
             )
+
+    def batch_decode(self, rows: int) -> None:
+        """Decode up to `rows` segments as one batch (1: one after another, v1's way). Each row holds its
+        own decoder cache: memory grows with the rows.
+
+        A seeded request batches only its own segments, so its seed gives the same audio whatever else
+        runs; unseeded requests that run at once share one batch (function.cosyvoice.shared_decode)."""
+        if rows < 1:
+            raise ValueError(f"rows must be at least 1, got {rows}")
+        self.decode_rows = rows
+        self.shared_decoder = SharedDecoder(self.llm, rows) if rows > 1 else None
 
     @property
     def sample_rate(self) -> int:
@@ -299,6 +310,9 @@ class Engine:
             for item, (llm_rng, _, _) in zip(inputs, generators, strict=True)
         ]
         rows = 1 if options.stream else self.decode_rows
+        decoder: LLM | SharedDecoder = self.llm
+        if options.seed is None and self.shared_decoder is not None:
+            decoder = self.shared_decoder
 
         def speech_tokens() -> Iterator[int | None]:
             """Every segment's tokens in turn, each segment closed by None (runs on the LLM's thread).
@@ -307,9 +321,9 @@ class Engine:
             whole one decodes its first segment alone too: the flow waits for all of it, and in a batch it
             would come later (a step of several rows takes longer). The rest decode up to `decode_rows` at
             a time while the flow and the vocoder work on the first: fewer decode steps, less of the cores
-            taken from them."""
-            yield from self.llm.generate_segments(llm_inputs[:1], 1)
-            yield from self.llm.generate_segments(llm_inputs[1:], rows)
+            taken from them. An unseeded request's rows are in the batch its process shares."""
+            yield from decoder.generate_segments(llm_inputs[:1], 1)
+            yield from decoder.generate_segments(llm_inputs[1:], rows)
 
         whole = utterance.only is None
         samples = 0  # yielded so far, at the model's rate

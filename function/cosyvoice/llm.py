@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -52,6 +53,7 @@ CACHE_BLOCK = 128
 DECODE_SPIN_MICROSECONDS = 20
 
 
+Key = TypeVar("Key")
 _POS = LLM_CACHE_KINDS.index("pos")
 _STEP = len(LLM_STEP_KINDS)  # the kinds a step writes come first
 
@@ -405,31 +407,22 @@ class LLM:
         Up to `rows` segments are in the batch; when one ends (EOS, or its maximum) it leaves and the next
         segment joins (its prefill runs then). Tokens of segments after the earliest unfinished one wait
         in a buffer until it has ended: they come out in segment order, each segment closed by None."""
-        cache = self._cache(slots=min(rows, len(segments)))
+        batch: DecodeBatch[int] = DecodeBatch(self, slots=min(rows, len(segments)))
         waiting = iter(enumerate(segments))
-        active: list[_Row] = []  # active[b] is cache row b
         drawn: list[list[int]] = [[] for _ in segments]  # not yet handed out
         ended = [False] * len(segments)
         front = 0  # the earliest segment not yet closed
         try:
             while front < len(segments):
-                while len(active) < cache.slots and (joining := next(waiting, None)) is not None:
+                while not batch.full and (joining := next(waiting, None)) is not None:
                     index, segment = joining
-                    row = self._join(index, segment, cache)
-                    if row is None:
+                    if not batch.join(index, segment):
+                        ended[index] = True
+                for index, token in batch.draw():
+                    if token is None:
                         ended[index] = True
                     else:
-                        active.append(row)
-                for row in active:
-                    token = row.draw(self.params)
-                    if token is not None:
-                        drawn[row.index].append(token)
-                for place in reversed(range(len(active))):
-                    if active[place].ended:
-                        ended[active[place].index] = True
-                        cache.remove(place)
-                        active[place] = active[-1]
-                        active.pop()
+                        drawn[index].append(token)
                 while front < len(segments) and (drawn[front] or ended[front]):
                     yield from drawn[front]
                     drawn[front].clear()
@@ -437,25 +430,87 @@ class LLM:
                         break
                     yield None
                     front += 1
-                if active:
-                    for place, row in enumerate(active):
-                        cache.token[place, 0] = row.decoded[-1]
-                    for row, logp in zip(active, self._step(cache), strict=True):
-                        row.logp = logp
+                if len(batch):
+                    batch.step()
         finally:  # also when the consumer stops early: the next request reuses the memory
-            cache.release()
+            batch.release()
 
-    def _join(self, index: int, segment: LLMInput, cache: DecoderCache) -> _Row | None:
-        """LLMInput `index` prefilled into a new row of `cache`; None when it may draw no token."""
+
+class DecodeBatch(Generic[Key]):
+    """Segments decoded together, one decode step for all of them, each known by its caller's key.
+
+    A segment joins with its prefill into a free row and leaves once it has ended (EOS, or its maximum)
+    or when its caller drops it; another can take the row between steps. `draw` samples every row's next
+    token, `step` feeds them to the decoder."""
+
+    def __init__(self, llm: LLM, slots: int) -> None:
+        self._llm = llm
+        self._cache = llm._cache(slots)
+        self._rows: list[_Row[Key]] = []  # _rows[b] is cache row b
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def full(self) -> bool:
+        return len(self._rows) == self._cache.slots
+
+    def keys(self) -> list[Key]:
+        return [row.key for row in self._rows]
+
+    def join(self, key: Key, segment: LLMInput) -> bool:
+        """Prefill `segment` into a free row; False, and no row, when it may draw no token at all.
+        InvalidRequest when its prompt and text fill the context."""
+        if self.full:
+            raise ValueError(f"the batch's {self._cache.slots} rows are all in use")
         text = np.asarray(segment.text_tokens, dtype=np.int64).reshape(-1)
         prompt_text = np.asarray(segment.prompt_text_tokens, dtype=np.int64).reshape(-1)
         prompt = np.asarray(segment.prompt_speech_tokens, dtype=np.int64).reshape(-1)
-        min_len, max_len = self.length_limits(text.size, prompt_text.size, prompt.size)
+        min_len, max_len = self._llm.length_limits(text.size, prompt_text.size, prompt.size)
         if max_len == 0:
-            return None
-        logp, prefix = self._prefill(np.concatenate([prompt_text, text]), segment.speaker_embedding, prompt)
-        cache.add(prefix)
-        return _Row(index, segment.rng, min_len, max_len, logp)
+            return False
+        logp, prefix = self._llm._prefill(
+            np.concatenate([prompt_text, text]), segment.speaker_embedding, prompt
+        )
+        self._cache.add(prefix)
+        self._rows.append(_Row(key, segment.rng, min_len, max_len, logp))
+        return True
+
+    def draw(self) -> list[tuple[Key, int | None]]:
+        """Every row's next token, in row order; a row that has ended gives None after its last token and
+        leaves the batch."""
+        drawn: list[tuple[Key, int | None]] = []
+        for row in self._rows:
+            token = row.draw(self._llm.params)
+            if token is not None:
+                drawn.append((row.key, token))
+            if row.ended:
+                drawn.append((row.key, None))
+        for place in reversed(range(len(self._rows))):
+            if self._rows[place].ended:
+                self._remove(place)
+        return drawn
+
+    def leave(self, key: Key) -> None:
+        """Drop `key`'s segment before its end (its caller has gone)."""
+        self._remove(self.keys().index(key))
+
+    def step(self) -> None:
+        """One decode step of every row, fed the token it drew last."""
+        for place, row in enumerate(self._rows):
+            self._cache.token[place, 0] = row.decoded[-1]
+        for row, logp in zip(self._rows, self._llm._step(self._cache), strict=True):
+            row.logp = logp
+
+    def release(self) -> None:
+        """Give the cache's memory back; the batch is not used again."""
+        self._cache.release()
+        self._rows.clear()
+
+    def _remove(self, place: int) -> None:
+        self._cache.remove(place)  # the last row moves into its place, as here
+        self._rows[place] = self._rows[-1]
+        self._rows.pop()
 
 
 @dataclass(frozen=True)
@@ -469,11 +524,11 @@ class LLMInput:
     rng: np.random.Generator
 
 
-class _Row:
+class _Row(Generic[Key]):
     """A segment being decoded: what it has drawn, its limits and its next log-probabilities."""
 
-    def __init__(self, index: int, rng: np.random.Generator, min_len: int, max_len: int, logp: np.ndarray):
-        self.index = index  # the segment's
+    def __init__(self, key: Key, rng: np.random.Generator, min_len: int, max_len: int, logp: np.ndarray):
+        self.key = key  # the segment's, as its batch's caller knows it
         self.rng = rng
         self.min_len, self.max_len = min_len, max_len
         self.logp = logp
@@ -504,6 +559,7 @@ __all__ = [
     "CACHE_BLOCK",
     "DECODE_SPIN_MICROSECONDS",
     "CacheMemory",
+    "DecodeBatch",
     "DecoderCache",
     "LLM",
     "LLMInput",

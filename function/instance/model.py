@@ -109,7 +109,7 @@ def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
         artifact = open_artifact(settings.artifact, verify_hashes)
     with startup.STARTUP.phase("session_creation"):
         engine = Engine.load(artifact, settings.threads, settings.flow_steps)
-        engine.decode_rows = settings.decode_batch
+        engine.batch_decode(settings.decode_batch)
     if warm_up:
         with startup.STARTUP.phase("warm_up"):
             engine.warm_up()

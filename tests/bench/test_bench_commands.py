@@ -24,15 +24,16 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
     assert exited.value.code == 0
     usage = capsys.readouterr().out
     assert (
-        "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,soak,voices,report,verify}"
-        in usage
+        "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,shared-decode,soak,voices,"
+        "report,verify}" in usage
     )
 
 
-def test_decode_batch_without_its_artifact_is_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("command", ["decode-batch", "shared-decode"])
+def test_a_decode_measurement_without_its_artifact_is_one_line(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["decode-batch", "--artifacts", str(tmp_path)]) == 2
+    assert main([command, "--artifacts", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"bench: error: no artifact at {tmp_path}")
 
@@ -44,6 +45,14 @@ def test_decode_batch_measures_the_same_tokens_at_every_row_count(tiny_artifact:
     assert one["tokens"] == three["tokens"] == 36 and one["drawn"] == three["drawn"]
     assert (one["widest_step"], three["widest_step"]) == (1, 3)
     assert three["steps"] < one["steps"] and three["step_ms_per_token"] > 0 and three["peak_rss_mib"] > 0
+
+
+def test_requests_at_once_share_the_decode_only_above_one_row(tiny_artifact: Path) -> None:
+    from bench.shared_decode import speak_at_once
+
+    alone, shared = (speak_at_once(tiny_artifact, rows, requests=2, threads=1) for rows in (1, 2))
+    assert alone["shared_steps"] is None and shared["shared_steps"] > 0
+    assert alone["audio_s"] > 0 and shared["audio_s"] > 0 and shared["peak_rss_mib"] > 0
 
 
 def test_an_artifact_is_current_only_in_the_runtimes_format(tiny_artifact: Path, tmp_path: Path) -> None:

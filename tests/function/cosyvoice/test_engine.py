@@ -404,6 +404,34 @@ def test_a_whole_request_decodes_its_segments_as_one_batch_with_the_audio_of_one
     assert list(spoken(engine, replace(options, text=SHORT)))  # one segment: nothing left to batch
 
 
+def test_unseeded_requests_decode_in_the_shared_batch_and_seeded_ones_in_their_own(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A seed gives the same audio whatever else runs: only requests without one share the process's
+    batch, and then two requests speaking at once both speak."""
+    monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
+    monkeypatch.setattr(engine, "shared_decoder", None)  # both put back after the test
+    monkeypatch.setattr(engine, "decode_rows", 1)
+    engine.batch_decode(2)
+    assert engine.shared_decoder is not None
+    shared = engine.shared_decoder
+    seeded = SynthesisOptions(text=LONG_TEXT, speaker=SPEAKER, seed=8)
+    alone = list(spoken(engine, seeded))
+    assert shared.steps == 0
+    assert all(np.array_equal(a, b) for a, b in zip(spoken(engine, seeded), alone, strict=True))
+    unseeded = replace(seeded, seed=None)
+    results: list[list[np.ndarray]] = []
+    speakers = [threading.Thread(target=lambda: results.append(list(spoken(engine, unseeded)))) for _ in "ab"]
+    for thread in speakers:
+        thread.start()
+    for thread in speakers:
+        thread.join()
+    assert len(results) == 2 and all(sum(map(len, audio)) > 0 for audio in results)
+    assert shared.steps > 0
+    engine.batch_decode(1)
+    assert engine.shared_decoder is None
+
+
 class InThread:
     """Stands in for function.cosyvoice.run_ahead.RunAhead: the same items, drawn on the consumer's thread."""
 

@@ -15,13 +15,23 @@ from function.cosyvoice.llm import (
     LLM,
     CacheMemory,
     DecoderCache,
-    LLMInput,
 )
 from function.cosyvoice.params import LLMParams
 from function.cosyvoice.sampling import MAX_TRIALS, draw, nucleus, ras_sample, sample_next, softmax
-
-PARAMS = LLMParams(speech_token_size=8, top_p=0.8, top_k=3, win_size=4, tau_r=0.25)
-EOS = PARAMS.speech_token_size
+from tests.function.cosyvoice.fake_llm import (
+    EOS,
+    HEAD_DIM,
+    HEADS,
+    LAYERS,
+    PARAMS,
+    FakeDecode,
+    FakePositions,
+    FakePrefill,
+    fake_llm,
+    generate,
+    segment,
+    split_at_none,
+)
 
 
 class Draws:
@@ -122,73 +132,6 @@ def test_seeded_sampling_is_reproducible() -> None:
 
     assert run(5) == run(5)
     assert run(5) != run(6)
-
-
-LAYERS, HEADS, HEAD_DIM = 2, 2, 4
-
-
-class FakePrefill:
-    def __init__(self, logp: np.ndarray) -> None:
-        self.logp = logp
-        self.calls: list[dict] = []
-
-    def run(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
-        self.calls.append(inputs)
-        length = inputs["text_tokens"].shape[1] + inputs["speaker_embedding"].shape[0] + 2
-        length += inputs["prompt_speech_tokens"].shape[1]
-        return {"logp": self.logp[None], "cache": np.zeros((LAYERS, 3, HEADS, length, HEAD_DIM), np.float32)}
-
-
-class FakeDecode:
-    """EOS is the most likely token from the start; other tokens share the rest. Bound like onnxruntime's
-    decode: each run reads the bound inputs as they are and writes into the bound outputs."""
-
-    def __init__(self, logp: np.ndarray) -> None:
-        self.logp = logp
-        self.past_lens: list[int] = []
-
-    def bind(self, into: dict[str, np.ndarray], **inputs: np.ndarray) -> FakeDecode.Run:
-        assert all(array.flags.c_contiguous for array in (*inputs.values(), *into.values()))
-        return FakeDecode.Run(self, inputs, into)
-
-    class Run:
-        def __init__(self, decode: FakeDecode, inputs: dict[str, np.ndarray], into: dict[str, np.ndarray]):
-            self.decode, self.inputs, self.into = decode, inputs, into
-
-        def run(self) -> None:
-            positions, tokens = self.inputs["past_len"], self.inputs["token"]
-            self.decode.past_lens.append(int(positions[0]))
-            self.into["logp"][...] = self.decode.logp
-            for name, cache in self.into.items():
-                if name.startswith("present_"):
-                    for row, position in enumerate(positions):
-                        cache[row, :, position] = tokens[row, 0]
-
-
-class FakePositions:
-    def run(self, distances: np.ndarray) -> dict[str, np.ndarray]:
-        return {"rows": np.zeros((LAYERS, HEADS, distances.size, HEAD_DIM), np.float32)}
-
-
-def fake_llm(eos_prob: float) -> tuple[LLM, FakePrefill, FakeDecode]:
-    probs = np.full(EOS + 1, (1 - eos_prob) / EOS, dtype=np.float32)
-    probs[EOS] = eos_prob
-    with np.errstate(divide="ignore"):
-        logp = np.log(probs)
-    prefill, decode = FakePrefill(logp), FakeDecode(logp)
-    return LLM(prefill, decode, FakePositions(), PARAMS), prefill, decode  # type: ignore[arg-type]
-
-
-def generate(llm: LLM, text_len: int, prompt_text_len: int = 0, seed: int = 0) -> list[int]:
-    return list(
-        llm.generate(
-            np.arange(text_len),
-            np.arange(prompt_text_len),
-            np.ones((1, 192), np.float32),
-            np.zeros((1, 0), np.int64),
-            np.random.default_rng(seed),
-        )
-    )
 
 
 def test_generation_stops_at_eos_only_after_three_times_the_text() -> None:
@@ -421,27 +364,6 @@ def test_a_batched_cache_holds_rows_of_their_own_lengths_and_closes_ranks_when_o
     assert (cache.feeds()["past_key_0"][1, :, :3] == 3).all()
     with pytest.raises(IndexError):
         cache.remove(2)
-
-
-def segment(text_len: int, seed: int) -> LLMInput:
-    return LLMInput(
-        np.arange(text_len),
-        np.zeros(0, np.int64),
-        np.ones((1, 192), np.float32),
-        np.zeros(0, np.int64),
-        np.random.default_rng(seed),
-    )
-
-
-def split_at_none(stream: list[int | None]) -> list[list[int]]:
-    assert stream and stream[-1] is None
-    segments: list[list[int]] = [[]]
-    for token in stream[:-1]:
-        if token is None:
-            segments.append([])
-        else:
-            segments[-1].append(token)
-    return segments
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 8])
