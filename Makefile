@@ -37,8 +37,10 @@ demo: setup
 	$(BIN)/python -m function invoke events/http-api-tts.json --artifacts $(DEMO)/artifact --save $(DEMO)/hello.wav
 	@echo "wrote $(DEMO)/hello.wav (random weights: expect noise)"
 
+# Tests run in one worker process per CPU (pytest-xdist); TEST_WORKERS=0 runs them in this one.
+TEST_WORKERS ?= auto
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 lint: setup
 	$(BIN)/ruff check function export infra tests bench
