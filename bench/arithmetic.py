@@ -112,6 +112,26 @@ def _dims(shape: Mapping[str, list[int]]) -> list[int]:
 
 def multiply_adds_per_second(artifact_dir: Path, threads: int, seconds: float = SECONDS) -> dict[str, Any]:
     """{stage: {"fp32": n, "int8": n}} per second of audio, counted from one profiled run of each stage."""
+    return _by_stage(graph_multiply_adds_per_second(artifact_dir, threads, seconds))
+
+
+def _by_stage(by_graph: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-graph counts summed into their stages'."""
+    counts: dict[str, dict[str, float]] = {}
+    for stage, names in STAGES.items():
+        total: dict[str, float] = defaultdict(float)
+        for name in names:
+            for precision, n in by_graph[name].items():
+                total[precision] += n
+        counts[stage] = dict(total)
+    return counts
+
+
+def graph_multiply_adds_per_second(
+    artifact_dir: Path, threads: int, seconds: float = SECONDS
+) -> dict[str, dict[str, float]]:
+    """{graph: {"fp32": n, "int8": n}} per second of audio for each graph of the flow and the vocoder, the
+    estimator's at the artifact's own Euler steps, counted from one profiled run of each stage."""
     artifact = Artifact.open(artifact_dir)
     params = artifact.manifest.params
     n_tokens = max(1, round(seconds * params.flow.input_frame_rate))
@@ -131,15 +151,14 @@ def multiply_adds_per_second(artifact_dir: Path, threads: int, seconds: float = 
         mel = flow(tokens, *no_prompt, speaker, flow.sample_noise(rng, flow.mel_frames(n_tokens)))
         vocoder(mel, rng)
         counts = {}
-        for stage, names in STAGES.items():
-            total: dict[str, float] = defaultdict(float)
-            for name in names:
-                profile = Path(graphs[name].session.end_profiling())
-                model = onnx.load_from_string(bytes(artifact.file(artifact.graph(name).file)))
-                events = json.loads(profile.read_text())
-                for precision, n in count_profile(events, conv_weight_dims(model)).items():
-                    total[precision] += n / audio_seconds
-            counts[stage] = dict(total)
+        for name, graph in graphs.items():
+            profile = Path(graph.session.end_profiling())
+            model = onnx.load_from_string(bytes(artifact.file(artifact.graph(name).file)))
+            events = json.loads(profile.read_text())
+            counts[name] = {
+                precision: n / audio_seconds
+                for precision, n in count_profile(events, conv_weight_dims(model)).items()
+            }
     return counts
 
 
@@ -193,18 +212,34 @@ def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]
 def measure(artifact_dir: Path, threads: int, seconds: float = SECONDS) -> dict[str, Any]:
     """Multiply-adds per audio second of a `seconds`-long segment, the GEMM peaks and the floors, for
     bench.speed's table."""
-    counts = multiply_adds_per_second(artifact_dir, threads, seconds)
+    by_graph = graph_multiply_adds_per_second(artifact_dir, threads, seconds)
+    counts = _by_stage(by_graph)
     # The stages' sessions keep their worker threads spinning for a while after a run; measured at once,
     # the peak shared the cores with them (one run's fp32 peak came out at 37 G/s against 97 G/s in the
     # next process). Let them park first.
     time.sleep(SETTLE_SECONDS)
     peaks = {precision: gemm_peak(precision, threads) for precision in ("fp32", "int8")}
-    return {"multiply_adds": counts, "peaks": peaks, "seconds": floors(counts, peaks)}
+    return {
+        "multiply_adds": counts,
+        "peaks": peaks,
+        "seconds": floors(counts, peaks),
+        "graph_seconds": floors(by_graph, peaks),
+    }
+
+
+def flow_floor_at(steps: int, reference_steps: int, graph_seconds: Mapping[str, float]) -> float:
+    """The flow's arithmetic floor, seconds per audio second, at `steps` Euler steps, from the per-graph
+    floors measured at `reference_steps`: the encoder runs once whatever the steps, the estimator once a
+    step."""
+    estimator = graph_seconds[FLOW_ESTIMATOR.name] * steps / reference_steps
+    return graph_seconds[FLOW_ENCODER.name] + estimator
 
 
 __all__ = [
     "count_profile",
     "floors",
+    "flow_floor_at",
+    "graph_multiply_adds_per_second",
     "gemm_peak",
     "measure",
     "multiply_adds_per_second",

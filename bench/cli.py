@@ -107,6 +107,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     shared.add_argument("--requests", type=int, default=2, help="requests started together (default 2)")
     shared.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
     shared.set_defaults(run=decode_rows, measure=_shared_decode)
+    long_text = commands.add_parser("long-text", help="~2,000 characters as one request, by decode rows")
+    long_text.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    long_text.add_argument(
+        "--rows",
+        default="1,4,replayed",
+        help="row counts or 'replayed', comma-separated, the first the baseline",
+    )
+    long_text.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
+    long_text.set_defaults(run=long_text_rows)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -211,6 +220,18 @@ def _shared_decode(artifact: Path, row_counts: tuple[int, ...], args: argparse.N
     from bench import shared_decode
 
     return shared_decode.run(artifact, row_counts, args.requests, args.threads)
+
+
+def long_text_rows(args: argparse.Namespace) -> int:
+    from bench import long_text
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    entries = args.rows.split(",")
+    if not all(entry == long_text.REPLAYED or (entry.isdigit() and int(entry) >= 1) for entry in entries):
+        return fail("bench", f"--rows must be row counts or {long_text.REPLAYED!r}, got {args.rows!r}")
+    print(long_text.run(args.artifacts.resolve(), entries, args.threads).render())
+    return 0
 
 
 def _token_lists(text: str) -> list[tuple[int, ...]]:

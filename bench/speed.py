@@ -240,10 +240,29 @@ def _fast_tier_rows(
         {n: _over(fast_flow[n], _per_audio_second(timed[n], "flow")) for n in results},
         _times,
     )
+    reference = next(f["mel"]["reference_steps"] for f in fast.values() if f)
+    add(
+        "… the flow's arithmetic floor at the same ratio",
+        {n: _floor_ratio(d, steps, reference) for n, d in results.items()},
+        _times,
+    )
     add_cells(
         "mel moved from 10 steps at " + " / ".join(map(str, COMPARED_FLOW_STEPS)) + " steps (relative L2)",
         {n: _moved(f["mel"]["moved"]) if f else "–" for n, f in fast.items()},
     )
+
+
+def _floor_ratio(data: dict[str, Any], steps: int, reference_steps: int) -> float | None:
+    """The flow's arithmetic floor at `steps` Euler steps ÷ at `reference_steps`: the least the fast
+    tier's ratio can be while the encoder runs once a segment."""
+    arithmetic = data.get("arithmetic") or {}
+    graph_seconds = arithmetic.get("graph_seconds")
+    if not graph_seconds:
+        return None
+    from bench.arithmetic import flow_floor_at  # onnx and onnxruntime: only where a floor was measured
+
+    at = flow_floor_at(steps, reference_steps, graph_seconds)
+    return at / flow_floor_at(reference_steps, reference_steps, graph_seconds)
 
 
 def _moved(moved: dict[str, float]) -> str:

@@ -14,6 +14,7 @@ from bench.arithmetic import (
     conv_weight_dims,
     count_profile,
     floors,
+    flow_floor_at,
     multiply_adds_per_second,
     node_multiply_adds,
 )
@@ -132,6 +133,12 @@ def test_prepacked_convolutions_are_counted_from_the_graphs_weights(tmp_path: Pa
 def test_floor_adds_each_precision_over_its_own_peak() -> None:
     counts = {"flow": {"fp32": 2e9, "int8": 8e9}, "vocoder": {"fp32": 3e9, "int8": 0.0}}
     assert floors(counts, {"fp32": 1e9, "int8": 4e9}) == {"flow": 4.0, "vocoder": 3.0}
+
+
+def test_the_flow_floor_at_fewer_steps_keeps_the_encoder_whole() -> None:
+    graph_seconds = {"flow_encoder": 0.2, "flow_estimator": 0.8}
+    assert flow_floor_at(10, 10, graph_seconds) == pytest.approx(1.0)
+    assert flow_floor_at(5, 10, graph_seconds) == pytest.approx(0.6)  # not half: the encoder runs once
 
 
 def test_the_tiny_artifacts_stages_are_counted_per_audio_second(tiny_artifact: Path) -> None:

@@ -24,12 +24,12 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
     assert exited.value.code == 0
     usage = capsys.readouterr().out
     assert (
-        "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,shared-decode,soak,voices,"
-        "report,verify}" in usage
+        "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,shared-decode,long-text,"
+        "soak,voices,report,verify}" in usage
     )
 
 
-@pytest.mark.parametrize("command", ["decode-batch", "shared-decode"])
+@pytest.mark.parametrize("command", ["decode-batch", "shared-decode", "long-text"])
 def test_a_decode_measurement_without_its_artifact_is_one_line(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -53,6 +53,14 @@ def test_requests_at_once_share_the_decode_only_above_one_row(tiny_artifact: Pat
     alone, shared = (speak_at_once(tiny_artifact, rows, requests=2, threads=1) for rows in (1, 2))
     assert alone["shared_steps"] is None and shared["shared_steps"] > 0
     assert alone["audio_s"] > 0 and shared["audio_s"] > 0 and shared["peak_rss_mib"] > 0
+
+
+def test_a_long_text_replayed_speaks_as_long_as_decoded(tiny_artifact: Path) -> None:
+    from bench.long_text import REPLAYED, speak
+
+    decoded, replayed = speak(tiny_artifact, 2, threads=1), speak(tiny_artifact, None, threads=1)
+    assert decoded["segments"] == replayed["segments"] > 2 and replayed["rows"] == REPLAYED
+    assert decoded["audio_s"] == replayed["audio_s"] > 0  # every segment draws its fixed token count
 
 
 def test_an_artifact_is_current_only_in_the_runtimes_format(tiny_artifact: Path, tmp_path: Path) -> None:

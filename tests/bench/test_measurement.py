@@ -331,6 +331,10 @@ def test_speed_table_sets_the_fast_tier_beside_the_ten_step_figures() -> None:
             "mel": {"reference_steps": 10, "frames": 430, "moved": {"5": 0.0913, "7": 0.0521}},
             "runs": [run(14.0, 6.0)],
         },
+        "arithmetic": {
+            "seconds": {"flow": 1.0, "vocoder": 0.1},
+            "graph_seconds": {"flow_encoder": 0.25, "flow_estimator": 0.75},
+        },
     }
     upstream = {"texts": {"ten_seconds": [run(160.0, 26.0)]}, "first_chunk": {"ten_seconds": 30.0}}
     rendered = table({"upstream fp32": upstream, "ours int8": ours}, ("ten_seconds",), {}, [], 1)
@@ -339,6 +343,7 @@ def test_speed_table_sets_the_fast_tier_beside_the_ten_step_figures() -> None:
     assert rows["… ÷ the 10-step RTF"][:2] == ("–", "0.70×")
     assert rows["fast tier: flow s per audio s"][:2] == ("–", "0.60")
     assert rows["… ÷ the 10-step figure"][:2] == ("–", "0.50×")
+    assert rows["… the flow's arithmetic floor at the same ratio"][:2] == ("–", "0.62×")  # 0.25 + 0.375
     assert rows["mel moved from 10 steps at 5 / 7 steps (relative L2)"] == ("–", "0.091 / 0.052", "–")
     assert any("listen before you ship it" in note for note in rendered.notes)
     without = table({"upstream fp32": upstream}, ("ten_seconds",), {}, [], 1)
