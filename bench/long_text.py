@@ -50,8 +50,8 @@ TEXT = (
 )
 
 
-def speak(artifact_dir: Path, rows: int | None, threads: int | None) -> dict[str, Any]:
-    """The text at `rows` decode rows (None: replayed) in this process; what it cost."""
+def speak(artifact_dir: Path, rows: int | None, threads: int | None, text: str = TEXT) -> dict[str, Any]:
+    """`text` at `rows` decode rows (None: replayed) in this process; what it cost."""
     import numpy as np
 
     from function.core.options import SynthesisOptions
@@ -74,7 +74,7 @@ def speak(artifact_dir: Path, rows: int | None, threads: int | None) -> dict[str
 
     if rows is None:
         engine.llm.generate_segments = replayed  # type: ignore[method-assign]
-    utterance = engine.prepare(SynthesisOptions(text=TEXT, speaker=SPEAKER, seed=0))
+    utterance = engine.prepare(SynthesisOptions(text=text, speaker=SPEAKER, seed=0))
     started = time.perf_counter()
     samples = sum(chunk.size for chunk in audio_only(engine.speak(utterance)))
     wall = time.perf_counter() - started
