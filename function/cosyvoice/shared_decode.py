@@ -56,7 +56,7 @@ class SharedDecoder:
         self.llm = llm
         self.rows = rows
         self.steps = 0  # decode steps taken: each is one read of the decoder's weights
-        self._changed = threading.Condition()
+        self._changed = threading.Condition()  # its lock is reentrant: _submit takes it again
         self._waiting: list[_Ticket] = []
         self._active: list[_Ticket] = []  # in the batch; only the decoding thread changes it
         self._batch: DecodeBatch[_Ticket] | None = None
@@ -70,7 +70,8 @@ class SharedDecoder:
             raise ValueError(f"rows must be at least 1, got {rows}")
         owner = object()
         pending = iter(segments)
-        ahead = deque(self._submit(segment, owner) for segment in islice(pending, rows))
+        with self._changed:  # they arrive together: the decoding thread sees all of them or none
+            ahead = deque(self._submit(segment, owner) for segment in islice(pending, rows))
         return self._drawn(ahead, pending, owner)
 
     def _drawn(
