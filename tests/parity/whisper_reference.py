@@ -7,6 +7,7 @@ tiktoken, so they are loaded by file under a bare `whisper` package pointing int
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import sys
 import tarfile
 import types
@@ -26,7 +27,11 @@ def load_whisper_module(name: str, scratch: Path) -> types.ModuleType:
             pytest.skip(f"no openai-whisper source archive in {SDIST_DIR}: run `make setup`")
         with tarfile.open(archives[-1]) as archive:
             archive.extractall(scratch, filter="data")
+        location = str(next(scratch.glob("openai_whisper-*/whisper")))
         package = types.ModuleType("whisper")
-        package.__path__ = [str(next(scratch.glob("openai_whisper-*/whisper")))]
+        package.__path__ = [location]
+        # A spec as an import would give it: code that looks whisper up (export.assets) may run after this.
+        package.__spec__ = importlib.machinery.ModuleSpec("whisper", None, is_package=True)
+        package.__spec__.submodule_search_locations = [location]
         sys.modules["whisper"] = package
     return importlib.import_module(f"whisper.{name}")
