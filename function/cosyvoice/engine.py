@@ -13,7 +13,8 @@ memory bandwidth and the flow and vocoder by arithmetic. They share two cores po
 first chunk holds the LLM while it goes through the flow and the vocoder (first audio before all else).
 After its first segment, a whole-utterance request's LLM decodes up to `decode_rows` segments as one batch
 (function.cosyvoice.llm): a step reads the decoder's weights once for all its rows, and the segments still
-come out in order. Unseeded requests running at once share that batch (function.cosyvoice.shared_decode).
+come out in order. Unseeded whole requests running at once share that batch
+(function.cosyvoice.shared_decode).
 
 Streaming. Every time enough tokens have arrived for the next chunk (10 tokens, then 50, then 100: 20
 tokens drawn before the first chunk instead of upstream's 120), the chunk goes through the flow and the
@@ -152,8 +153,10 @@ class Engine:
         """Decode up to `rows` segments as one batch (1: one after another, v1's way). Each row holds its
         own decoder cache: memory grows with the rows.
 
-        A seeded request batches only its own segments, so its seed gives the same audio whatever else
-        runs; unseeded requests that run at once share one batch (function.cosyvoice.shared_decode)."""
+        Unseeded whole-utterance requests that run at once share one batch
+        (function.cosyvoice.shared_decode). A seeded request batches only its own segments, so its seed
+        gives the same audio whatever else runs; a streamed one decodes on its own, so that its first chunk
+        can hold the decode (`_segment`) while the shared batch goes on for the others."""
         if rows < 1:
             raise ValueError(f"rows must be at least 1, got {rows}")
         self.decode_rows = rows
@@ -311,7 +314,7 @@ class Engine:
         ]
         rows = 1 if options.stream else self.decode_rows
         decoder: LLM | SharedDecoder = self.llm
-        if options.seed is None and self.shared_decoder is not None:
+        if options.seed is None and not options.stream and self.shared_decoder is not None:
             decoder = self.shared_decoder
 
         def speech_tokens() -> Iterator[int | None]:
@@ -321,7 +324,7 @@ class Engine:
             whole one decodes its first segment alone too: the flow waits for all of it, and in a batch it
             would come later (a step of several rows takes longer). The rest decode up to `decode_rows` at
             a time while the flow and the vocoder work on the first: fewer decode steps, less of the cores
-            taken from them. An unseeded request's rows are in the batch its process shares."""
+            taken from them. An unseeded whole request's rows are in the batch its process shares."""
             yield from decoder.generate_segments(llm_inputs[:1], 1)
             yield from decoder.generate_segments(llm_inputs[1:], rows)
 

@@ -10,8 +10,9 @@ next row that frees.
 
 Each segment still samples from its own generator, but which rows it shares a step with depends on what
 else runs: with an int8 LLM that moves its draws (function.cosyvoice.llm). The engine therefore sends only
-unseeded requests here; a seeded one decodes in a batch of its own segments, and a seed gives the same
-audio whatever else the process is doing.
+unseeded whole-utterance requests here; a seeded one decodes in a batch of its own segments, and a seed
+gives the same audio whatever else the process is doing. A streamed request decodes on its own too: its
+first chunk holds its decode to give the flow the cores, which a batch stepping for others would not do.
 """
 
 from __future__ import annotations

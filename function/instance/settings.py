@@ -27,9 +27,9 @@ COSYVOICE_DECODE_BATCH          segments of a whole-utterance request or a job p
                                 weights once for all its rows, so more rows cost less per token, but each
                                 row holds its own decoder cache (112 KiB per position at full size), and
                                 with an int8 LLM a segment decoded in a batch draws other (as valid)
-                                tokens for a seed than alone. Above 1, unseeded requests running at once
-                                (COSYVOICE_MAX_CONCURRENT) share one batch; a seeded one batches only its
-                                own segments. Default 1: one segment after another
+                                tokens for a seed than alone. Above 1, unseeded whole requests running at
+                                once (COSYVOICE_MAX_CONCURRENT) share one batch; a seeded one batches only
+                                its own segments. Default 1: one segment after another
 COSYVOICE_MAX_BODY_BYTES        largest HTTP request body (prompt audio arrives base64); default 8 MiB
 COSYVOICE_MAX_RESPONSE_BYTES    largest synchronous response after base64; default 6 MiB inside Lambda,
                                 else 0 = no limit

@@ -407,8 +407,8 @@ def test_a_whole_request_decodes_its_segments_as_one_batch_with_the_audio_of_one
 def test_unseeded_requests_decode_in_the_shared_batch_and_seeded_ones_in_their_own(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A seed gives the same audio whatever else runs: only requests without one share the process's
-    batch, and then two requests speaking at once both speak."""
+    """A seed gives the same audio whatever else runs, and a streamed request's first chunk holds its own
+    decode: only unseeded whole requests share the process's batch, and then two at once both speak."""
     monkeypatch.setattr(engine.llm, "params", replace(engine.llm.params, max_token_text_ratio=3.0))
     monkeypatch.setattr(engine, "shared_decoder", None)  # both put back after the test
     monkeypatch.setattr(engine, "decode_rows", 1)
@@ -419,6 +419,7 @@ def test_unseeded_requests_decode_in_the_shared_batch_and_seeded_ones_in_their_o
     alone = list(spoken(engine, seeded))
     assert shared.steps == 0
     assert all(np.array_equal(a, b) for a, b in zip(spoken(engine, seeded), alone, strict=True))
+    assert list(spoken(engine, replace(seeded, seed=None, stream=True))) and shared.steps == 0
     unseeded = replace(seeded, seed=None)
     results: list[list[np.ndarray]] = []
     speakers = [threading.Thread(target=lambda: results.append(list(spoken(engine, unseeded)))) for _ in "ab"]
