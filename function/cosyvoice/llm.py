@@ -455,7 +455,8 @@ class DecodeBatch(Generic[Key]):
     def full(self) -> bool:
         return len(self._rows) == self._cache.slots
 
-    def keys(self) -> list[Key]:
+    def members(self) -> list[Key]:
+        """The keys of the segments in the batch, in row order."""
         return [row.key for row in self._rows]
 
     def join(self, key: Key, segment: LLMInput) -> bool:
@@ -493,7 +494,7 @@ class DecodeBatch(Generic[Key]):
 
     def leave(self, key: Key) -> None:
         """Drop `key`'s segment before its end (its caller has gone)."""
-        self._remove(self.keys().index(key))
+        self._remove(self.members().index(key))
 
     def step(self) -> None:
         """One decode step of every row, fed the token it drew last."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from itertools import islice
 
@@ -59,8 +59,7 @@ class SharedDecoder:
         self.steps = 0  # decode steps taken: each is one read of the decoder's weights
         self._changed = threading.Condition()  # its lock is reentrant: _submit takes it again
         self._waiting: list[_Ticket] = []
-        self._active: list[_Ticket] = []  # in the batch; only the decoding thread changes it
-        self._batch: DecodeBatch[_Ticket] | None = None
+        self._batch: DecodeBatch[_Ticket] | None = None  # None while idle; only the decoding thread sets it
         self._thread: threading.Thread | None = None
 
     def generate_segments(self, segments: Sequence[LLMInput], rows: int) -> Iterator[int | None]:
@@ -106,64 +105,57 @@ class SharedDecoder:
     def _run(self) -> None:
         while True:
             with self._changed:
-                while not self._waiting and not self._active:
+                while not self._waiting and self._batch is None:
                     self._changed.wait()
             try:
-                self.turn()
+                self._turn()
             except BaseException as exc:  # every request in the batch hears of it; the thread goes on
                 self._fail(exc)
 
-    def turn(self) -> None:
+    def _turn(self) -> None:
         """One round: waiting segments join the free rows, dropped ones leave, every row draws its next
-        token and, while rows remain, the decoder takes one step."""
+        token and, while rows remain, the decoder takes one step; an empty batch gives its memory back."""
         batch = self._batch = self._batch or DecodeBatch[_Ticket](self.llm, self.rows)
         with self._changed:
-            joining = self._choose()
+            joining = self._choose(batch.members())
         for ticket in joining:
             try:
                 joined = batch.join(ticket, ticket.segment)
             except Exception as exc:  # this segment's error (its text is too long): the others go on
                 ticket.put(exc)
                 continue
-            if joined:
-                self._active.append(ticket)
-            else:
+            if not joined:
                 ticket.put(None)
-        for ticket in [ticket for ticket in self._active if ticket.cancelled]:
-            batch.leave(ticket)
-            self._active.remove(ticket)
+        for ticket in batch.members():
+            if ticket.cancelled:
+                batch.leave(ticket)
         for ticket, token in batch.draw():
             ticket.put(token)
-            if token is None:
-                self._active.remove(ticket)
-        if self._active:
+        if len(batch):
             batch.step()
             self.steps += 1
         else:  # idle: the cache's memory goes back for the next batch, or a request decoding alone
             batch.release()
             self._batch = None
 
-    def _choose(self) -> list[_Ticket]:
+    def _choose(self, in_batch: list[_Ticket]) -> list[_Ticket]:
         """The waiting segments that take the batch's free rows (called holding the lock)."""
         self._waiting = [ticket for ticket in self._waiting if not ticket.cancelled]
-        rows_of: dict[object, int] = {}
-        for ticket in self._active:
-            rows_of[ticket.owner] = rows_of.get(ticket.owner, 0) + 1
+        rows_of = Counter(ticket.owner for ticket in in_batch)
         chosen: list[_Ticket] = []
-        while self._waiting and len(self._active) + len(chosen) < self.rows:
+        while self._waiting and len(in_batch) + len(chosen) < self.rows:
             # min keeps the first of equals: the earliest of the requests with the fewest rows
-            ticket = min(self._waiting, key=lambda waiting: rows_of.get(waiting.owner, 0))
+            ticket = min(self._waiting, key=lambda waiting: rows_of[waiting.owner])
             self._waiting.remove(ticket)
-            rows_of[ticket.owner] = rows_of.get(ticket.owner, 0) + 1
+            rows_of[ticket.owner] += 1
             chosen.append(ticket)
         return chosen
 
     def _fail(self, exc: BaseException) -> None:
         """A step failed: every segment in the batch ends with `exc`, and the batch starts afresh."""
-        for ticket in self._active:
-            ticket.put(exc)
-        self._active.clear()
         if self._batch is not None:
+            for ticket in self._batch.members():
+                ticket.put(exc)
             self._batch.release()
             self._batch = None
 
