@@ -106,7 +106,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     shared.add_argument("--rows", default="1,2", help="row caps, comma-separated, the first the baseline")
     shared.add_argument("--requests", type=int, default=2, help="requests started together (default 2)")
     shared.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
-    shared.set_defaults(run=decode_rows, measure=_shared_decode)
+    shared.set_defaults(run=shared_decode_rows, measure=_shared_decode)
     long_text = commands.add_parser("long-text", help="~2,000 characters as one request, by decode rows")
     long_text.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
     long_text.add_argument(
@@ -204,8 +204,6 @@ def decode_rows(args: argparse.Namespace) -> int:
         (row_counts,) = _token_lists(args.rows)
     except ValueError:
         return fail("bench", f"--rows must be positive row counts, comma-separated, got {args.rows!r}")
-    if getattr(args, "requests", 1) < 1:
-        return fail("bench", f"--requests must be at least 1, got {args.requests}")
     print(args.measure(args.artifacts.resolve(), row_counts, args).render())
     return 0
 
@@ -214,6 +212,13 @@ def _batch_decode(artifact: Path, row_counts: tuple[int, ...], args: argparse.Na
     from bench import batch_decode
 
     return batch_decode.run(artifact, row_counts, args.threads)
+
+
+def shared_decode_rows(args: argparse.Namespace) -> int:
+    """shared-decode: decode_rows, for at least one request."""
+    if args.requests < 1:
+        return fail("bench", f"--requests must be at least 1, got {args.requests}")
+    return decode_rows(args)
 
 
 def _shared_decode(artifact: Path, row_counts: tuple[int, ...], args: argparse.Namespace) -> Table:

@@ -47,6 +47,12 @@ def test_decode_batch_measures_the_same_tokens_at_every_row_count(tiny_artifact:
     assert three["steps"] < one["steps"] and three["step_ms_per_token"] > 0 and three["peak_rss_mib"] > 0
 
 
+def test_shared_decode_needs_a_request(tiny_artifact: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["shared-decode", "--artifacts", str(tiny_artifact), "--requests", "0"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "bench: error: --requests must be at least 1, got 0"
+
+
 def test_requests_at_once_share_the_decode_only_above_one_row(tiny_artifact: Path) -> None:
     from bench.shared_decode import speak_at_once
 
