@@ -14,6 +14,14 @@ COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a j
 COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
                                 that died (killed mid-segment) is taken over once it has run out (never
                                 later than the end of the dead worker's invocation); default 300
+COSYVOICE_JOB_PART_SECONDS      speech per part of a job (function.jobs.plan): a job is split into parts of
+                                about this much audio, each its own queue message, spoken whole in one
+                                invocation; default 150 (~230 s of synthesis at the measured int8 speed,
+                                well inside Lambda's 900 s, and over S3's 5 MiB copy-part minimum)
+COSYVOICE_JOB_PARALLEL          parts of one job in flight at once, at most (a window: the worker that
+                                finishes part i sends part i + this); 1 = one part after another; default 16
+COSYVOICE_JOB_TOPIC_ARN         SNS topic told of each job's end (id, status, where the audio is or why it
+                                failed); default none
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
@@ -73,6 +81,8 @@ DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
 DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
 DEFAULT_DECODE_BATCH = 1
+DEFAULT_JOB_PART_SECONDS = 150  # a part's speech: ~230 s of synthesis at the measured int8 speed
+DEFAULT_JOB_PARALLEL = 16  # parts of one job in flight: below template.yaml's QueueMaxConcurrency
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -104,6 +114,9 @@ class Settings:
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
+    job_part_seconds: int = DEFAULT_JOB_PART_SECONDS  # speech per part of a job
+    job_parallel: int = DEFAULT_JOB_PARALLEL  # parts of one job in flight at once
+    job_topic_arn: str | None = None  # SNS topic told of each job's end
 
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
@@ -151,6 +164,9 @@ class Settings:
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
+            job_part_seconds=_int(env, "COSYVOICE_JOB_PART_SECONDS", DEFAULT_JOB_PART_SECONDS, 1),
+            job_parallel=_int(env, "COSYVOICE_JOB_PARALLEL", DEFAULT_JOB_PARALLEL, 1),
+            job_topic_arn=env.get("COSYVOICE_JOB_TOPIC_ARN", "").strip() or None,
         )
 
 

@@ -1,0 +1,139 @@
+"""`python -m function worker --artifacts DIR`: the job queue's consumer outside Lambda (containers,
+Kubernetes, docker compose), with the same record handling as Lambda's SQS path (function.jobs.batch).
+
+It long-polls COSYVOICE_JOB_QUEUE_URL for one message at a time, keeps it invisible while it works on it
+(ChangeMessageVisibility every third of VISIBILITY_SECONDS), deletes what it finished and hands back what
+it could not do (visible again in 10 s or 60 s, as on Lambda; the queue's redrive policy dead-letters a
+message after its last receive). A worker has no deadline of its own: a part runs to its end.
+
+SIGTERM (Kubernetes scaling in, `docker compose stop`): the part being spoken stops at its next token and
+its message is handed back at once (the parts already written are kept: the part is spoken again from
+its start by whichever worker receives it), then the worker exits 0. Scaling is the platform's: KEDA's
+`aws-sqs-queue` trigger on the same queue (infra/k8s/workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import FrameType
+
+from function.cli.base import add_artifacts_option, fail
+from function.core.deadline import Deadline
+from function.instance.settings import Settings, SettingsError, get_settings, use_settings
+
+logger = logging.getLogger(__name__)
+
+VISIBILITY_SECONDS = 60  # how long a received message stays invisible without a renewal
+WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute, and stops within this
+
+
+@dataclass(frozen=True)
+class UntilStopped(Deadline):
+    """No time limit, until the worker is asked to stop: then the engine stops at its next token."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def remaining(self) -> float:
+        return -1.0 if self.stop.is_set() else super().remaining()
+
+    def expired(self) -> bool:
+        return self.stop.is_set() or super().expired()
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("worker", help="consume the job queue (COSYVOICE_JOB_QUEUE_URL)")
+    add_artifacts_option(parser)
+    parser.set_defaults(run=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest comes from the environment
+            use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
+        settings = get_settings()
+    except SettingsError as exc:
+        return fail("function", str(exc))
+    if settings.job_queue_url is None or settings.output_bucket is None:
+        return fail("function", "a worker needs COSYVOICE_JOB_QUEUE_URL and COSYVOICE_OUTPUT_BUCKET")
+    from function.instance.model import get_engine
+
+    get_engine()
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f'{{"event": "worker_ready", "queue": "{settings.job_queue_url}"}}', flush=True)
+    consume(settings, stopping)
+    return 0
+
+
+def consume(settings: Settings, stopping: threading.Event) -> None:
+    """Work on the queue's messages one at a time until `stopping` is set."""
+    from function.aws.clients import sqs_client
+    from function.jobs.batch import handle_record
+
+    assert settings.job_queue_url is not None
+    deadline = UntilStopped(math.inf, "the worker was asked to stop (SIGTERM)", math.inf, stopping)
+    while not stopping.is_set():
+        received = sqs_client().receive_message(
+            QueueUrl=settings.job_queue_url,
+            MaxNumberOfMessages=1,
+            WaitTimeSeconds=WAIT_SECONDS,
+            VisibilityTimeout=VISIBILITY_SECONDS,
+            AttributeNames=["All"],
+        )
+        for message in received.get("Messages", []):
+            record = {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "eventSource": "aws:sqs",
+            }
+            heartbeat = _kept_invisible(settings.job_queue_url, message["ReceiptHandle"])
+            if handle_record(record, settings, deadline, heartbeat):
+                sqs_client().delete_message(
+                    QueueUrl=settings.job_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+
+
+@contextlib.contextmanager
+def _kept_invisible(queue_url: str, receipt_handle: str) -> Iterator[None]:
+    """While the block runs, renew the message's invisibility every third of VISIBILITY_SECONDS, so no
+    other worker receives it however long its part takes (and a dead worker's comes back soon)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from function.aws.clients import sqs_client
+
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(VISIBILITY_SECONDS / 3):
+            try:
+                sqs_client().change_message_visibility(
+                    QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=VISIBILITY_SECONDS
+                )
+            except (BotoCoreError, ClientError) as exc:  # the part's lease still guards it
+                logger.warning("cannot keep message invisible: %s", exc)
+
+    thread = threading.Thread(target=renew, name="cosyvoice-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+__all__ = ["UntilStopped", "consume", "register"]
