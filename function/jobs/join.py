@@ -4,8 +4,9 @@ is written (function.jobs.worker calls it under the job's lease).
 wav and pcm at the model's rate are the parts' samples as they are: S3 joins them itself (a multipart
 upload whose first part is the header with part 0, and whose later parts are UploadPartCopy of parts 1,
 2, … : nothing is read back but part 0), when there are several and every one but the last is at least
-S3's 5 MiB part minimum (COSYVOICE_JOB_PART_SECONDS keeps them so). Otherwise, and for every other format, the parts stream
-through the format's encoder into the audio object, one multipart part in memory at a time.
+S3's 5 MiB part minimum (COSYVOICE_JOB_PART_SECONDS keeps them so). Otherwise, and for every other
+format, the parts stream through the format's encoder into the audio object, one multipart part in
+memory at a time.
 
 A part's marks are stored at samples from the part's start; here each is moved by the samples of the
 parts before it and only then turned into milliseconds, so the job's marks and captions are exactly those
