@@ -2,7 +2,8 @@
 Kubernetes, docker compose), with the same record handling as Lambda's SQS path (function.jobs.batch).
 
 It long-polls COSYVOICE_JOB_QUEUE_URL for one message at a time, keeps it invisible while it works on it
-(ChangeMessageVisibility every third of VISIBILITY_SECONDS), deletes what it finished and hands back what
+(for COSYVOICE_JOB_LEASE_SECONDS, renewed by ChangeMessageVisibility every third of that: a killed
+worker's message comes back when its part's lease runs out), deletes what it finished and hands back what
 it could not do (visible again in 10 s or 60 s, as on Lambda; the queue's redrive policy dead-letters a
 message after its last receive). A worker has no deadline of its own: a part runs to its end.
 
@@ -31,7 +32,6 @@ from function.instance.settings import Settings, SettingsError, get_settings, us
 
 logger = logging.getLogger(__name__)
 
-VISIBILITY_SECONDS = 60  # how long a received message stays invisible without a renewal
 WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute, and stops within this
 
 
@@ -90,7 +90,7 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
             QueueUrl=settings.job_queue_url,
             MaxNumberOfMessages=1,
             WaitTimeSeconds=WAIT_SECONDS,
-            VisibilityTimeout=VISIBILITY_SECONDS,
+            VisibilityTimeout=settings.job_lease_seconds,
             AttributeNames=["All"],
         )
         for message in received.get("Messages", []):
@@ -101,7 +101,7 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
                 "attributes": message.get("Attributes", {}),
                 "eventSource": "aws:sqs",
             }
-            heartbeat = _kept_invisible(settings.job_queue_url, message["ReceiptHandle"])
+            heartbeat = _kept_invisible(settings, message["ReceiptHandle"])
             if handle_record(record, settings, deadline, heartbeat):
                 sqs_client().delete_message(
                     QueueUrl=settings.job_queue_url, ReceiptHandle=message["ReceiptHandle"]
@@ -109,20 +109,21 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
 
 
 @contextlib.contextmanager
-def _kept_invisible(queue_url: str, receipt_handle: str) -> Iterator[None]:
-    """While the block runs, renew the message's invisibility every third of VISIBILITY_SECONDS, so no
-    other worker receives it however long its part takes (and a dead worker's comes back soon)."""
+def _kept_invisible(settings: Settings, receipt_handle: str) -> Iterator[None]:
+    """While the block runs, renew the message's invisibility every third of the lease, so no other
+    worker receives it however long its part takes."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from function.aws.clients import sqs_client
 
     done = threading.Event()
+    seconds = settings.job_lease_seconds
 
     def renew() -> None:
-        while not done.wait(VISIBILITY_SECONDS / 3):
+        while not done.wait(seconds / 3):
             try:
                 sqs_client().change_message_visibility(
-                    QueueUrl=queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=VISIBILITY_SECONDS
+                    QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
                 )
             except (BotoCoreError, ClientError) as exc:  # the part's lease still guards it
                 logger.warning("cannot keep message invisible: %s", exc)
