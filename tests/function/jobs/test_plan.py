@@ -1,0 +1,82 @@
+"""How a job is split into parts, and how its parts are joined (S3's UploadPartCopy on moto_server).
+
+GIVEN a job's segments WHEN it is split at any part size THEN the parts cover every segment once, in
+order, and with a decode batch above 1 they cut only between the job's fixed decode runs.
+GIVEN parts over S3's 5 MiB part minimum WHEN a wav is joined THEN S3 copies the later parts (only part 0
+is read back) and the object is the header and the parts' samples; smaller parts are streamed instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from function.audio.encode import wav_header
+from function.core.formats import Output
+from function.jobs.plan import Plan, split
+
+SEGMENTS = [f"Sentence number {index} is about this long." for index in range(11)]
+
+
+@pytest.mark.parametrize("part_seconds", [1, 4, 9, 1000])
+@pytest.mark.parametrize("decode_rows", [1, 2, 4])
+def test_parts_cover_every_segment_once_and_cut_only_between_decode_runs(
+    part_seconds: int, decode_rows: int
+) -> None:
+    plan = split(SEGMENTS, part_seconds, decode_rows)
+    assert [index for part in plan.parts for index in part] == list(range(len(SEGMENTS)))
+    assert plan.segments == len(SEGMENTS) and Plan.from_dict(plan.to_dict()) == plan
+    runs = [run for index in range(len(plan.parts)) for run in plan.decode_runs(index)]
+    assert [index for run in runs for index in run] == list(range(len(SEGMENTS)))
+    if decode_rows == 1:
+        assert runs == list(plan.parts)  # each segment decodes alone: a part is one engine call
+    else:
+        group = decode_rows + 1  # the first alone, then one full batch: as the engine decodes a call
+        assert all(run.start % group == 0 and len(run) <= group for run in runs)
+        whole = split(SEGMENTS, 10_000, decode_rows)
+        assert runs == whole.decode_runs(0)  # the same runs as one part of the whole job
+
+
+def test_the_part_size_sets_how_many_parts() -> None:
+    assert len(split(SEGMENTS, 1, 1).parts) == len(SEGMENTS)
+    assert len(split(SEGMENTS, 10_000, 1).parts) == 1
+    assert 1 < len(split(SEGMENTS, 6, 1).parts) < len(SEGMENTS)
+
+
+@pytest.mark.usefixtures("aws_in_process")
+@pytest.mark.parametrize(
+    "sizes", [[5_600_000, 5_300_000, 1_000], [1_000, 2_000, 3_000]], ids=["copied", "streamed"]
+)
+def test_a_wav_is_joined_from_its_parts(
+    sizes: list[int], s3: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from function.instance.settings import Settings
+    from function.jobs import join, store
+    from function.service.schema import SpeechJob
+
+    settings = Settings(artifact="unused", output_bucket=bucket)
+    job, _ = store.submit(SpeechJob(id="joined", text="Hi.", speaker="x"), settings)
+    parts = [bytes([index + 1]) * size for index, size in enumerate(sizes)]
+    for index, pcm in enumerate(parts):
+        store.write_part(job, index, pcm, [])
+    read: list[int] = []
+    original = store.read_part
+
+    def reading(job: Any, index: int) -> bytes:
+        read.append(index)
+        return original(job, index)
+
+    monkeypatch.setattr(store, "read_part", reading)
+    output = Output.of("wav", 22050)
+    join.join_audio(job, output, sizes)
+    join.join_audio(job, output, sizes)  # a second joiner: the object is written once
+    written = s3.get_object(Bucket=bucket, Key=job.key)["Body"].read()
+    assert written == wav_header(22050, sum(sizes)) + b"".join(parts)
+    head = s3.head_object(Bucket=bucket, Key=job.key)
+    if sizes[0] > 5 * 1024 * 1024:
+        assert head["ETag"].strip('"').endswith(f"-{len(sizes)}")  # one multipart part per job part
+        assert read == [0, 0]  # S3 copied parts 1 and 2: only part 0 came back, once per joiner
+    else:
+        assert set(read) == set(range(len(sizes)))
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
