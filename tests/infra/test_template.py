@@ -144,7 +144,7 @@ def queue_violations(r: Rendered) -> list[str]:
         queue = props["EventSourceArn"]["Fn::GetAtt"][0]
         if "ReportBatchItemFailures" not in props.get("FunctionResponseTypes", []):
             found.append(f"{name}: a failed record would fail the whole batch")
-        if int(props.get("MaximumBatchingWindowInSeconds", 0)) < 1:
+        if int(props.get("BatchSize", 10)) > 1 and int(props.get("MaximumBatchingWindowInSeconds", 0)) < 1:
             found.append(f"{name}: no batching window")
         target = props["FunctionName"]
         if r.resources.get(target.get("Ref", ""), {}).get("Type") != "AWS::Lambda::Alias":
