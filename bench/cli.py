@@ -125,6 +125,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     fanout.add_argument("--parts", type=int, default=8, help="about how many parts the job is split into")
     fanout.add_argument("--threads", type=int, default=1, help="intra-op threads per worker (default 1)")
     fanout.add_argument("--results", type=Path, default=BenchConfig().results)
+    fanout.add_argument(
+        "--project",
+        type=float,
+        default=None,
+        metavar="RTF",
+        help="no runs: project the Lambda table from this measured s per audio s (bench speed's RTF)",
+    )
     fanout.set_defaults(run=fan_out)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
@@ -262,6 +269,11 @@ def fan_out(args: argparse.Namespace) -> int:
 
     from bench import fanout
 
+    if args.project is not None:
+        if args.project <= 0:
+            return fail("bench", "--project must be a positive real-time factor")
+        print(fanout.projection(args.project, f"{args.project:.2f} s per audio second, given").render())
+        return 0
     if not (args.artifacts / "manifest.json").exists():
         return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
     try:
@@ -272,6 +284,9 @@ def fan_out(args: argparse.Namespace) -> int:
         return fail("bench", "--workers must be worker counts and --parts, --threads at least 1")
     table, results = fanout.run(args.artifacts.resolve(), counts, args.parts, args.threads)
     print(table.render())
+    alone = results[0]
+    basis = f"the {alone['workers']}-worker run's {args.threads} thread(s), parts and S3 included"
+    print(fanout.projection(alone["wall_s"] / alone["audio_s"], basis).render())
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "fanout.json").write_text(json.dumps(results, indent=2) + "\n")
     if len({result["sha256"] for result in results}) != 1:

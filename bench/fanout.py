@@ -176,6 +176,38 @@ def _wait_done(s3: Any, name: str, processes: Sequence[subprocess.Popen[str]]) -
     raise RuntimeError(f"the job did not end in {JOB_TIMEOUT_SECONDS} s")
 
 
+PROJECTED_CHARS = 100_000  # template.yaml's JobMaxTextChars
+LAMBDA_PART_SECONDS = 150  # template.yaml's JobPartSeconds
+LAMBDA_WORKERS = (1, 5, 10, 16, 20, 45)  # up to one environment per part of the projected job
+
+
+def projection(seconds_per_audio_second: float, basis: str) -> Table:
+    """Minutes for a PROJECTED_CHARS English job (bench.long_text's text repeated) on Lambda in parts of
+    LAMBDA_PART_SECONDS of speech, each part taking `seconds_per_audio_second` per second of its audio,
+    at each number of environments speaking parts at once (JobParallel within QueueMaxConcurrency): the
+    parts go in rounds of that many. Cold starts and the join (S3 copies) are left out."""
+    import math
+
+    from function.cosyvoice.budget import expected_speech_seconds
+
+    audio = expected_speech_seconds([TEXT]) * PROJECTED_CHARS / len(TEXT)
+    parts = math.ceil(audio / LAMBDA_PART_SECONDS)
+    part_seconds = LAMBDA_PART_SECONDS * seconds_per_audio_second
+    table = Table(
+        f"A {PROJECTED_CHARS:,}-character English job on Lambda, projected ({basis})",
+        ["parts at once", "rounds", "minutes"],
+    )
+    for workers in LAMBDA_WORKERS:
+        rounds = math.ceil(parts / workers)
+        table.add(str(workers), str(rounds), f"{rounds * part_seconds / 60:.0f}")
+    table.notes.append(
+        f"~{audio / 60:.0f} min of speech in {parts} parts of {LAMBDA_PART_SECONDS} s, each"
+        f" ~{part_seconds:.0f} s of synthesis at {seconds_per_audio_second:.2f} s per audio second;"
+        " cold starts and the join left out"
+    )
+    return table
+
+
 def run(
     artifact: Path, worker_counts: Sequence[int], parts: int, threads: int, text: str = TEXT
 ) -> tuple[Table, list[dict[str, Any]]]:
@@ -207,4 +239,4 @@ def run(
     return table, results
 
 
-__all__ = ["part_seconds", "run", "speak_job"]
+__all__ = ["part_seconds", "projection", "run", "speak_job"]
