@@ -13,7 +13,7 @@ COMMANDS = (
     "function.cli.synth",
     "function.cli.speakers",
     "function.cli.verify",
-    "function.jobs.consumer",
+    "function.cli.worker",
 )
 
 

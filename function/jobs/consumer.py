@@ -1,5 +1,6 @@
-"""`python -m function worker --artifacts DIR`: the job queue's consumer outside Lambda (containers,
-Kubernetes, docker compose), with the same record handling as Lambda's SQS path (function.jobs.batch).
+"""The job queue's consumer outside Lambda (containers, Kubernetes, docker compose; started by
+`python -m function worker`, function.cli.worker), with the same record handling as Lambda's SQS path
+(function.jobs.batch).
 
 It long-polls COSYVOICE_JOB_QUEUE_URL for one message at a time, keeps it invisible while it works on it
 (for COSYVOICE_JOB_LEASE_SECONDS, renewed by ChangeMessageVisibility every third of that: a killed
@@ -15,20 +16,15 @@ its start by whichever worker receives it), then the worker exits 0. Scaling is 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import math
-import os
-import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import FrameType
 
-from function.cli.base import add_artifacts_option, fail
 from function.core.deadline import Deadline
-from function.instance.settings import Settings, SettingsError, get_settings, use_settings
+from function.instance.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -46,36 +42,6 @@ class UntilStopped(Deadline):
 
     def expired(self) -> bool:
         return self.stop.is_set() or super().expired()
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("worker", help="consume the job queue (COSYVOICE_JOB_QUEUE_URL)")
-    add_artifacts_option(parser)
-    parser.set_defaults(run=main)
-
-
-def main(args: argparse.Namespace) -> int:
-    try:
-        if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest comes from the environment
-            use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
-        settings = get_settings()
-    except SettingsError as exc:
-        return fail("function", str(exc))
-    if settings.job_queue_url is None or settings.output_bucket is None:
-        return fail("function", "a worker needs COSYVOICE_JOB_QUEUE_URL and COSYVOICE_OUTPUT_BUCKET")
-    from function.instance.model import get_engine
-
-    get_engine()
-    stopping = threading.Event()
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(f'{{"event": "worker_ready", "queue": "{settings.job_queue_url}"}}', flush=True)
-    consume(settings, stopping)
-    return 0
 
 
 def consume(settings: Settings, stopping: threading.Event) -> None:
@@ -137,4 +103,4 @@ def _kept_invisible(settings: Settings, receipt_handle: str) -> Iterator[None]:
         thread.join()
 
 
-__all__ = ["UntilStopped", "consume", "register"]
+__all__ = ["UntilStopped", "consume"]

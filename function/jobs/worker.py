@@ -169,7 +169,8 @@ def _run(
         part = 0
     _speak_part(job, synthesis, plan, part, deadline, settings, leases)
     successor = part + settings.job_parallel
-    if settings.job_queue_url is not None and successor < len(plan.parts):
+    # A finished successor was sent before (its worker sends the next one in turn): not again.
+    if successor < len(plan.parts) and successor not in store.finished_parts(job):
         queue.enqueue(job.id, settings, successor)
     return _join(job, engine, output, plan, deadline, settings, leases)
 

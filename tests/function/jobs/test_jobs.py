@@ -442,3 +442,20 @@ def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_letter
     event = sqs_event(*(HOPELESS[kind] for kind in ("not json", "no id", "over the cap")))
     reply = batch.handle_sqs(event, None)
     assert reply == {"batchItemFailures": [{"itemIdentifier": f"m{index}"} for index in range(3)]}
+
+
+@pytest.mark.engine
+def test_a_message_naming_no_part_of_its_job_is_dead_lettered_and_the_job_left_alone(
+    jobs_lambda: LocalLambda, sqs: Any, queue: str, dead_letters: str
+) -> None:
+    body = {"id": "one-part", "text": "Hi.", "speaker": SPEAKER}
+    assert call(jobs_lambda, "POST", "/v1/jobs", body)[0] == 202
+    stray = {"job": "one-part", "part": 7}
+    assert jobs_lambda.invoke(sqs_event(stray)).json() == {"batchItemFailures": []}
+    ((letter, attributes),) = dead_lettered(sqs, dead_letters)
+    assert json.loads(letter) == stray and attributes["ErrorCode"] == "no_such_part"
+    assert "no part 7" in attributes["ErrorMessage"]
+    assert job_view(jobs_lambda, "one-part")["status"] == "queued"  # the job itself is untouched
+    assert poll_once(jobs_lambda, sqs, queue) == {"batchItemFailures": []}  # its own message: spoken
+    done = job_view(jobs_lambda, "one-part")
+    assert done["status"] == "done" and done["progress"]["parts_total"] == 1
