@@ -80,3 +80,61 @@ def test_a_wav_is_joined_from_its_parts(
     else:
         assert set(read) == set(range(len(sizes)))
     assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []  # the loser's was aborted
+
+
+@pytest.mark.engine
+@pytest.mark.usefixtures("aws_in_process")
+def test_the_last_two_parts_finishing_together_join_once(
+    tiny_artifact: Any, s3: Any, bucket: str, sqs: Any
+) -> None:
+    """GIVEN a job of two parts, both written WHEN their two workers reach the join at the same moment
+    THEN one joins (done), the other finds the join held or done, and the end is told once."""
+    import json
+    import threading
+
+    from function.aws.clients import sns_client
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.engine import Engine
+    from function.instance.settings import Settings
+    from function.jobs import store, worker
+    from function.service.schema import SpeechJob
+
+    engine = Engine.load(Artifact.open(tiny_artifact), threads=1)
+    topic = sns_client().create_topic(Name=f"{bucket}-ends")["TopicArn"]
+    ends = sqs.create_queue(QueueName=f"{bucket}-ends")["QueueUrl"]
+    ends_arn = sqs.get_queue_attributes(QueueUrl=ends, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns_client().subscribe(TopicArn=topic, Protocol="sqs", Endpoint=ends_arn)
+    settings = Settings(artifact="unused", output_bucket=bucket, job_topic_arn=topic)
+    sentence = (  # one segment (the splitter packs sentences up to 80 text tokens)
+        "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
+        " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and"
+        " nobody in the whole town expects that today will be any different from the long and gentle day"
+        " before it."
+    )
+    text = f"{sentence} {sentence}"
+    job, _ = store.submit(SpeechJob(id="together", text=text, speaker="英文女", seed=3), settings)
+    plan = store.save_plan(job, split(engine.segments(text), 1, 1))
+    assert len(plan.parts) >= 2
+    for index in range(len(plan.parts)):
+        store.write_part(job, index, b"\x01\x00" * 2000, [])
+    start = threading.Barrier(2)
+    outcomes: list[worker.Outcome] = []
+
+    def finish(part: int) -> None:
+        start.wait()
+        outcomes.append(worker.run(job, engine, settings, None, part=part))
+
+    threads = [threading.Thread(target=finish, args=(len(plan.parts) - offset,)) for offset in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == sorted(
+        [worker.Outcome.DONE, outcomes[1 - outcomes.index(worker.Outcome.DONE)]]
+    )
+    assert outcomes.count(worker.Outcome.DONE) == 1
+    assert set(outcomes) <= {worker.Outcome.DONE, worker.Outcome.HELD, worker.Outcome.EXISTED}
+    status = store.status(job)
+    assert status is not None and status.state == "done" and status.parts_done == len(plan.parts)
+    told = sqs.receive_message(QueueUrl=ends, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
+    assert [json.loads(json.loads(m["Body"])["Message"])["status"] for m in told] == ["done"]
