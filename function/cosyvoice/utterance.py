@@ -68,7 +68,8 @@ class Utterance:
 
     def part(self, only: range) -> Utterance:
         """The same utterance speaking only the segments in `only` (clipped to those there are), each
-        with the randomness it has in a run of the whole."""
+        with the randomness it has in a run of the whole, and the pauses and marks they carry
+        (`performed`)."""
         return replace(self, only=range(len(self.segments))[only.start : only.stop])
 
     def performed(self) -> Iterator[tuple[Step, bool]]:

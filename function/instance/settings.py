@@ -6,14 +6,15 @@ COSYVOICE_OUTPUT_BUCKET         bucket for jobs (their audio, status, parts) and
 COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
 COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
 COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS message); default 100000
-COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue through); default none: no
-                                POST /v1/jobs, and a job that does not finish in one invocation is
-                                handed back to the queue (batchItemFailures) instead of continued
+COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and their parts through); default none: no
+                                POST /v1/jobs, and a job (a direct invoke with an id) is spoken part
+                                after part by the invocation that takes it
 COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
                                 (or finds no time) is marked failed with the reason; default 5
-COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
-                                that died (killed mid-segment) is taken over once it has run out (never
-                                later than the end of the dead worker's invocation); default 300
+COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a job's part (or its join) between renewals, and
+                                a queue worker its message: a worker that died (killed mid-part) is
+                                taken over once it has run out (never later than the end of the dead
+                                worker's invocation); default 300
 COSYVOICE_JOB_PART_SECONDS      speech per part of a job (function.jobs.plan): a job is split into parts of
                                 about this much audio, each its own queue message, spoken whole in one
                                 invocation; default 150 (~230 s of synthesis at the measured int8 speed,
@@ -76,10 +77,10 @@ from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
+DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech, in parts across invocations
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
-DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
+DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis at full size (renewed after each)
 DEFAULT_DECODE_BATCH = 1
 DEFAULT_JOB_PART_SECONDS = 150  # a part's speech: ~230 s of synthesis at the measured int8 speed
 DEFAULT_JOB_PARALLEL = 16  # parts of one job in flight: below template.yaml's QueueMaxConcurrency
