@@ -355,26 +355,28 @@ def mark_queued(job: Job) -> JobStatus:
     return status(job) or queued
 
 
-def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int) -> JobStatus:
-    """The progress of a running job whose finished parts have these byte `sizes` (at `rate` samples a
-    second): never below what a writer that saw more parts recorded."""
+def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int, speaking: bool = False) -> JobStatus:
+    """The progress of a job whose finished parts have these byte `sizes` (at `rate` samples a second):
+    never below what a writer that saw more parts recorded. A job that failed after a part's last
+    receive stays failed (the part's message is dead-lettered) until a worker is `speaking` a part
+    again (a redriven message): then it is running."""
     segments = sum(len(plan.parts[index]) for index in sizes)
     seconds = sum(sizes.values()) / PCM_BYTES / rate
 
     def counted(current: JobStatus) -> JobStatus:
         if current.parts_done > len(sizes):
             return replace(current, parts_total=len(plan.parts))
-        return replace(
+        progress = replace(
             current,
-            state=RUNNING,
             parts_total=len(plan.parts),
             parts_done=len(sizes),
             segments_total=plan.segments,
             segments_done=segments,
             audio_seconds=seconds,
-            error=None,
-            retriable=False,
         )
+        if current.state == FAILED and not speaking:
+            return progress
+        return replace(progress, state=RUNNING, error=None, retriable=False)
 
     return _rewrite(job, counted)
 

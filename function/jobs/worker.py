@@ -195,7 +195,7 @@ def _speak_part(
     if not store.take_part_lease(job, index, until):
         raise _Held
     leases.part, leases.part_until = index, until
-    store.record_parts(job, plan, store.finished_parts(job), engine.sample_rate)
+    store.record_parts(job, plan, store.finished_parts(job), engine.sample_rate, speaking=True)
     pcm = bytearray()
     marks: list[tuple[int, SpeechMark]] = []
     samples = 0  # of this part so far: a mark's place is the samples before it

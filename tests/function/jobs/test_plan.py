@@ -138,3 +138,27 @@ def test_the_last_two_parts_finishing_together_join_once(
     assert status is not None and status.state == "done" and status.parts_done == len(plan.parts)
     told = sqs.receive_message(QueueUrl=ends, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
     assert [json.loads(json.loads(m["Body"])["Message"])["status"] for m in told] == ["done"]
+
+
+@pytest.mark.usefixtures("aws_in_process")
+def test_progress_counts_parts_and_a_failed_job_stays_failed_until_a_part_is_spoken_again(
+    bucket: str,
+) -> None:
+    from function.instance.settings import Settings
+    from function.jobs import store
+    from function.service.schema import SpeechJob
+
+    settings = Settings(artifact="unused", output_bucket=bucket)
+    job, _ = store.submit(SpeechJob(id="counted", text="Hi.", speaker="x"), settings)
+    plan = Plan((range(0, 2), range(2, 3), range(3, 5)), 1)
+    rate = 100
+    status = store.record_parts(job, plan, {0: 400, 2: 200}, rate, speaking=True)
+    assert (status.state, status.parts_done, status.parts_total) == ("running", 2, 3)
+    assert (status.segments_done, status.segments_total, status.audio_seconds) == (4, 5, 3.0)
+    assert store.record_parts(job, plan, {0: 400}, rate).parts_done == 2  # a writer that saw fewer
+    error = {"code": "not_started", "message": "part 2 of 3 did not fit"}
+    store.update_status(job, "failed", error=error, retriable=True)  # its message's last receive
+    kept = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate)  # another part finished
+    assert (kept.state, kept.error, kept.parts_done) == ("failed", error, 3)
+    resumed = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate, speaking=True)  # redriven
+    assert (resumed.state, resumed.error, resumed.retriable) == ("running", None, False)
