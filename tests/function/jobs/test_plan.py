@@ -89,10 +89,8 @@ def test_the_last_two_parts_finishing_together_join_once(
 ) -> None:
     """GIVEN a job of two parts, both written WHEN their two workers reach the join at the same moment
     THEN one joins (done), the other finds the join held or done, and the end is told once."""
-    import json
     import threading
 
-    from function.aws.clients import sns_client
     from function.cosyvoice.artifact import Artifact
     from function.cosyvoice.engine import Engine
     from function.instance.settings import Settings
@@ -100,10 +98,7 @@ def test_the_last_two_parts_finishing_together_join_once(
     from function.service.schema import SpeechJob
 
     engine = Engine.load(Artifact.open(tiny_artifact), threads=1)
-    topic = sns_client().create_topic(Name=f"{bucket}-ends")["TopicArn"]
-    ends = sqs.create_queue(QueueName=f"{bucket}-ends")["QueueUrl"]
-    ends_arn = sqs.get_queue_attributes(QueueUrl=ends, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    sns_client().subscribe(TopicArn=topic, Protocol="sqs", Endpoint=ends_arn)
+    topic, ends = _topic_with_queue(bucket, sqs)
     settings = Settings(artifact="unused", output_bucket=bucket, job_topic_arn=topic)
     sentence = (  # one segment (the splitter packs sentences up to 80 text tokens)
         "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
@@ -136,8 +131,55 @@ def test_the_last_two_parts_finishing_together_join_once(
     assert set(outcomes) <= {worker.Outcome.DONE, worker.Outcome.HELD, worker.Outcome.EXISTED}
     status = store.status(job)
     assert status is not None and status.state == "done" and status.parts_done == len(plan.parts)
-    told = sqs.receive_message(QueueUrl=ends, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", [])
-    assert [json.loads(json.loads(m["Body"])["Message"])["status"] for m in told] == ["done"]
+    assert [end["status"] for end in _told(sqs, ends)] == ["done"]
+
+
+def _topic_with_queue(name: str, sqs: Any) -> tuple[str, str]:
+    """An SNS topic on moto_server and a queue subscribed to it: what an application would do."""
+    from function.aws.clients import sns_client
+
+    topic = sns_client().create_topic(Name=f"{name}-ends")["TopicArn"]
+    ends = sqs.create_queue(QueueName=f"{name}-ends")["QueueUrl"]
+    ends_arn = sqs.get_queue_attributes(QueueUrl=ends, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns_client().subscribe(TopicArn=topic, Protocol="sqs", Endpoint=ends_arn)
+    return topic, ends
+
+
+def _told(sqs: Any, ends: str) -> list[dict[str, Any]]:
+    """The job ends the topic delivered to the queue."""
+    import json
+
+    messages = sqs.receive_message(QueueUrl=ends, MaxNumberOfMessages=10, WaitTimeSeconds=1).get(
+        "Messages", []
+    )
+    return [json.loads(json.loads(message["Body"])["Message"]) for message in messages]
+
+
+@pytest.mark.engine
+@pytest.mark.usefixtures("aws_in_process")
+def test_a_job_that_fails_for_good_tells_the_topic_why(tiny_artifact: Any, bucket: str, sqs: Any) -> None:
+    from function.core.errors import UnknownSpeaker
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.engine import Engine
+    from function.instance.settings import Settings
+    from function.jobs import store, worker
+    from function.service.schema import SpeechJob
+
+    engine = Engine.load(Artifact.open(tiny_artifact), threads=1)
+    topic, ends = _topic_with_queue(bucket, sqs)
+    settings = Settings(artifact="unused", output_bucket=bucket, job_topic_arn=topic)
+    job, _ = store.submit(SpeechJob(id="nobody", text="Hi.", speaker="nobody"), settings)
+    with pytest.raises(UnknownSpeaker):
+        worker.run(job, engine, settings, None)
+    (end,) = _told(sqs, ends)
+    assert (end["id"], end["status"], end["error"]["code"], end["retriable"]) == (
+        "nobody",
+        "failed",
+        "unknown_speaker",
+        False,
+    )
+    status = store.status(job)
+    assert status is not None and status.state == "failed" and status.error == end["error"]
 
 
 @pytest.mark.usefixtures("aws_in_process")
