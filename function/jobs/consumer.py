@@ -45,20 +45,28 @@ class UntilStopped(Deadline):
 
 
 def consume(settings: Settings, stopping: threading.Event) -> None:
-    """Work on the queue's messages one at a time until `stopping` is set."""
+    """Work on the queue's messages one at a time until `stopping` is set. SQS refusing a receive or a
+    delete is logged and waited out: a message not deleted comes back and finds its work done."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from function.aws.clients import sqs_client
     from function.jobs.batch import handle_record
 
     assert settings.job_queue_url is not None
     deadline = UntilStopped(math.inf, "the worker was asked to stop (SIGTERM)", math.inf, stopping)
     while not stopping.is_set():
-        received = sqs_client().receive_message(
-            QueueUrl=settings.job_queue_url,
-            MaxNumberOfMessages=1,
-            WaitTimeSeconds=WAIT_SECONDS,
-            VisibilityTimeout=settings.job_lease_seconds,
-            AttributeNames=["All"],
-        )
+        try:
+            received = sqs_client().receive_message(
+                QueueUrl=settings.job_queue_url,
+                MaxNumberOfMessages=1,
+                WaitTimeSeconds=WAIT_SECONDS,
+                VisibilityTimeout=settings.job_lease_seconds,
+                AttributeNames=["All"],
+            )
+        except (BotoCoreError, ClientError) as exc:
+            logger.warning("cannot receive from the job queue: %s", exc)
+            stopping.wait(WAIT_SECONDS)
+            continue
         for message in received.get("Messages", []):
             record = {
                 "messageId": message["MessageId"],
@@ -69,9 +77,12 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
             }
             heartbeat = _kept_invisible(settings, message["ReceiptHandle"])
             if handle_record(record, settings, deadline, heartbeat):
-                sqs_client().delete_message(
-                    QueueUrl=settings.job_queue_url, ReceiptHandle=message["ReceiptHandle"]
-                )
+                try:
+                    sqs_client().delete_message(
+                        QueueUrl=settings.job_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                    )
+                except (BotoCoreError, ClientError) as exc:
+                    logger.warning("cannot delete a finished message (it comes back, done): %s", exc)
 
 
 @contextlib.contextmanager
