@@ -204,3 +204,59 @@ def test_progress_counts_parts_and_a_failed_job_stays_failed_until_a_part_is_spo
     assert (kept.state, kept.error, kept.parts_done) == ("failed", error, 3)
     resumed = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate, speaking=True)  # redriven
     assert (resumed.state, resumed.error, resumed.retriable) == ("running", None, False)
+
+
+@pytest.mark.engine
+@pytest.mark.usefixtures("aws_in_process")
+@pytest.mark.parametrize("decode_rows", [1, 2])
+def test_a_job_is_the_same_whatever_its_part_size_at_any_decode_batch(
+    tiny_artifact: Any, s3: Any, bucket: str, decode_rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN an engine decoding `decode_rows` segments at once WHEN one seeded job is spoken in one part
+    and in parts of one decode run each THEN the engine is asked for the same runs of segments (what
+    decodes together, and so what an int8 LLM draws, is the job's, not the parts') and the audio is the
+    same bytes."""
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.engine import Engine
+    from function.instance.settings import Settings
+    from function.jobs import store, worker
+    from function.service.schema import SpeechJob
+
+    engine = Engine.load(Artifact.open(tiny_artifact), threads=1)
+    engine.batch_decode(decode_rows)
+    asked: list[range | None] = []
+    speak = Engine.speak
+
+    def recorded(self: Engine, utterance: Any, deadline: Any = None) -> Any:
+        asked.append(utterance.only)
+        return speak(self, utterance, deadline)
+
+    monkeypatch.setattr(Engine, "speak", recorded)
+    runs = {}
+    sentence = (
+        "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
+        " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and"
+        " nobody in the whole town expects that today will be any different from the long and gentle day"
+        " before it."
+    )
+    audio = {}
+    for part_seconds in (100_000, 1):
+        asked.clear()
+        settings = Settings(artifact="unused", output_bucket=bucket, job_part_seconds=part_seconds)
+        request = SpeechJob(
+            id=f"parts-{part_seconds}", text=" ".join([sentence] * 5), speaker="英文女", seed=8
+        )
+        job, _ = store.submit(request, settings)
+        assert worker.run(job, engine, settings, None) is worker.Outcome.DONE  # no queue: part after part
+        plan = store.load_plan(job)
+        assert plan is not None and plan.decode_group == (1 if decode_rows == 1 else decode_rows + 1)
+        audio[len(plan.parts)] = s3.get_object(Bucket=bucket, Key=job.key)["Body"].read()
+        runs[len(plan.parts)] = list(asked)
+    assert len(audio) == 2 and 1 in audio  # one part, and several
+    one, several = audio.values()
+    assert one == several
+    alone, parted = runs.values()
+    if decode_rows == 1:  # each segment decodes alone: a part is one call, whatever its size
+        assert alone == [range(0, 5)] and parted == [range(index, index + 1) for index in range(5)]
+    else:  # five segments in the job's runs of three (the first alone, then a batch of two)
+        assert alone == parted == [range(0, 3), range(3, 5)]
