@@ -38,7 +38,13 @@ COSYVOICE_MAX_CONCURRENT        syntheses at once under `serve` (function.api.ad
 COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyond which `serve` answers 429;
                                 default twice COSYVOICE_MAX_CONCURRENT
 COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
-                                before cutting them: the longest request served; default 300
+                                before cutting them: the longest request served; the process has exited
+                                by then whatever a request is doing; default 300
+COSYVOICE_STALL_SECONDS         a synthesis that makes no progress (no speech token, flow step or chunk,
+                                nor a byte sent) for this long is failed and its slot given back
+                                (function.api.watchdog), and a request waits this long at most for its
+                                LLM thread; /healthz then fails while such work has not ended after as long
+                                again. Longer than the slowest flow step at full load; default 60
 COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
                                 but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
                                 or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
@@ -73,6 +79,7 @@ DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
 DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
 DEFAULT_DECODE_BATCH = 1
+DEFAULT_STALL_SECONDS = 60  # a flow step of a long segment on a loaded instance takes seconds, not a minute
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -101,6 +108,7 @@ class Settings:
     max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.api.admission)
     max_queued: int | None = None  # None: twice max_concurrent
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    stall_seconds: int = DEFAULT_STALL_SECONDS
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
@@ -148,6 +156,7 @@ class Settings:
             max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
             max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
             drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
+            stall_seconds=_int(env, "COSYVOICE_STALL_SECONDS", DEFAULT_STALL_SECONDS, 1),
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
