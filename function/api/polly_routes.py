@@ -122,20 +122,17 @@ def recording_bytes(data: RecordingData) -> bytes:
         except (binascii.Error, ValueError):
             raise PollyError("ValidationException", "the recording's Bytes are not valid base64") from None
         return audio
-    bucket = get_settings().output_bucket
+    settings = get_settings()
+    bucket, prefix = settings.output_bucket, settings.output_prefix
     found_bucket, _, key = (data.S3Url or "").removeprefix("s3://").partition("/")
-    if (
-        bucket is None
-        or not data.S3Url
-        or not data.S3Url.startswith("s3://")
-        or found_bucket != bucket
-        or not key
-    ):
+    if bucket is None or not (data.S3Url or "").startswith("s3://") or found_bucket != bucket:
         raise PollyError(
             "ValidationException",
-            f"S3Url must be s3://{bucket or '<output bucket>'}/<key>: this function reads the deployment's"
-            " output bucket only",
+            f"S3Url must be s3://{bucket or '<output bucket>'}/{prefix}<key>: this function reads the"
+            " deployment's output bucket only, under its prefix",
         )
+    if not key.startswith(prefix) or key == prefix:
+        raise PollyError("ValidationException", f"S3Url's key must be under the output prefix {prefix!r}")
     found = s3.read(bucket, key)
     if found is None:
         raise PollyError("ValidationException", f"no object at {data.S3Url}")
