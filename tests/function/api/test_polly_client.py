@@ -7,6 +7,7 @@ custom voice created and used (here and on /v1/tts), and a task completed throug
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from botocore.exceptions import ClientError
 from bench.workload import recording
 from function.local.invoke import LocalLambda
 from tests.function.jobs.test_jobs import poll_once
-from tests.function.support import job_storage, local_lambda, moto_client, serving
+from tests.function.support import EVENTS, job_storage, local_lambda, moto_client, serving
 
 pytestmark = pytest.mark.engine
 
@@ -282,34 +283,37 @@ def test_a_custom_voice_needs_consent_one_recording_and_usable_audio(polly: Any)
 # --- tasks ----------------------------------------------------------------------------------------------
 
 
-def test_a_task_is_completed_through_the_queue(
+def test_tasks_are_completed_through_the_queue(
     polly: Any, storage: dict[str, str], artifact_location: str
 ) -> None:
     bucket = storage["COSYVOICE_OUTPUT_BUCKET"]
-    task = polly.start_speech_synthesis_task(
-        Text=TEXT,
-        VoiceId="Matthew",
-        OutputFormat="mp3",
-        OutputS3BucketName=bucket,
-        OutputS3KeyPrefix="books/",
-    )["SynthesisTask"]
-    assert task["TaskStatus"] == "scheduled" and task["RequestCharacters"] == len(TEXT)
-    assert task["OutputUri"].endswith(f"/{bucket}/tts/books/{task['TaskId']}.mp3")
+    s3 = moto_client("s3", storage["AWS_ENDPOINT_URL_S3"])
+    start = {"Text": TEXT, "VoiceId": "Matthew", "OutputS3BucketName": bucket, "OutputS3KeyPrefix": "books/"}
+    audio = polly.start_speech_synthesis_task(**start, OutputFormat="mp3")["SynthesisTask"]
+    assert audio["TaskStatus"] == "scheduled" and audio["RequestCharacters"] == len(TEXT)
+    assert audio["OutputUri"].endswith(f"/{bucket}/tts/books/{audio['TaskId']}.mp3")
+    marked = polly.start_speech_synthesis_task(**start, OutputFormat="json", SpeechMarkTypes=["sentence"])
+    marked = marked["SynthesisTask"]
     listed = polly.list_speech_synthesis_tasks(Status="scheduled")["SynthesisTasks"]
-    assert task["TaskId"] in {t["TaskId"] for t in listed}
+    assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in listed}
+    assert polly.list_speech_synthesis_tasks(MaxResults=1)["NextToken"] == "1"
     sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
     runtime: LocalLambda
     with local_lambda(artifact_location, **storage) as runtime:
         while poll_once(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"]) is not None:
             pass
-    done = polly.get_speech_synthesis_task(TaskId=task["TaskId"])["SynthesisTask"]
-    assert done["TaskStatus"] == "completed" and done["OutputUri"] == task["OutputUri"]
-    audio = (
-        moto_client("s3", storage["AWS_ENDPOINT_URL_S3"])
-        .get_object(Bucket=bucket, Key=f"tts/books/{task['TaskId']}.mp3")["Body"]
-        .read()
-    )
-    assert soundfile.read(io.BytesIO(audio))[1] == MODEL_RATE
+    done = polly.get_speech_synthesis_task(TaskId=audio["TaskId"])["SynthesisTask"]
+    assert done["TaskStatus"] == "completed" and done["OutputUri"] == audio["OutputUri"]
+    written = s3.get_object(Bucket=bucket, Key=f"tts/books/{audio['TaskId']}.mp3")["Body"].read()
+    assert soundfile.read(io.BytesIO(written))[1] == MODEL_RATE
+    marks_done = polly.get_speech_synthesis_task(TaskId=marked["TaskId"])["SynthesisTask"]
+    assert marks_done["TaskStatus"] == "completed"
+    key = marks_done["OutputUri"].split(f"/{bucket}/", 1)[1]
+    assert key.startswith(f"tts/books/{marked['TaskId']}")
+    lines = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
+    assert [json.loads(line)["value"] for line in lines] == ["Hello there.", "This is a test, spoken twice."]
+    completed = polly.list_speech_synthesis_tasks(Status="completed")["SynthesisTasks"]
+    assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in completed}
 
 
 def test_tasks_refuse_another_bucket_and_unknown_ids(polly: Any, storage: dict[str, str]) -> None:
@@ -405,3 +409,39 @@ def test_marks_on_v1_tts_include_estimated_words(url: str) -> None:
 def test_jobs_refuse_word_marks(url: str) -> None:
     reply = httpx.post(f"{url}/v1/jobs", json={"text": TEXT, "speaker": "英文女", "speech_marks": ["word"]})
     assert reply.status_code == 422 and "word" in reply.text
+
+
+# --- through Lambda (API Gateway's HTTP API event, Mangum) ------------------------------------------------
+
+API_HOST = "id.execute-api.us-east-1.amazonaws.com"
+
+
+def gateway_event(method: str, path: str, query: str = "", body: bytes = b"") -> dict[str, Any]:
+    """An HTTP API (payload 2.0) event of a request botocore signed for https://API_HOST/polly/..."""
+    address = f"https://{API_HOST}{path}" + (f"?{query}" if query else "")
+    request = AWSRequest(method=method, url=address, data=body, headers={"Content-Type": "application/json"})
+    SigV4Auth(Credentials(KEY_ID, SECRET), "polly", "us-east-1").add_auth(request)
+    event = json.loads((EVENTS / "http-api-speakers.json").read_text())
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["rawQueryString"] = query
+    event["requestContext"]["http"]["method"] = method
+    event["headers"] = {name.lower(): value for name, value in request.headers.items()} | {"host": API_HOST}
+    if body:
+        event["body"] = body.decode()
+    return event
+
+
+def test_pollys_api_is_served_and_verified_through_lambda(artifact_location: str) -> None:
+    with local_lambda(artifact_location, COSYVOICE_SIGV4_KEYS=f"{KEY_ID}:{SECRET}") as runtime:
+        voices = runtime.invoke(gateway_event("GET", "/polly/v1/voices", "LanguageCode=en-US")).json()
+        assert voices["statusCode"] == 200, voices
+        assert {voice["LanguageCode"] for voice in json.loads(voices["body"])["Voices"]} == {"en-US"}
+        body = json.dumps({"Text": TEXT, "VoiceId": "Joanna", "OutputFormat": "ogg_vorbis"}).encode()
+        speech = runtime.invoke(gateway_event("POST", "/polly/v1/speech", body=body)).json()
+        assert speech["statusCode"] == 200 and speech["headers"]["content-type"] == "audio/ogg"
+        assert soundfile.read(io.BytesIO(base64.b64decode(speech["body"])))[1] == MODEL_RATE
+        tampered = gateway_event("POST", "/polly/v1/speech", body=body)
+        tampered["body"] = tampered["body"].replace("Hello", "Jello")
+        refused = runtime.invoke(tampered).json()
+        assert refused["statusCode"] == 403
+        assert refused["headers"]["x-amzn-errortype"] == "InvalidSignatureException"
