@@ -176,7 +176,15 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
         with suppress(VoicesUnavailable):  # a deployment without voice storage has built-in voices only
             voices += [custom_voice(voice) for voice in voice_library().saved()]
         if LanguageCode is not None:
-            voices = [voice for voice in voices if voice.get("LanguageCode") == LanguageCode]
+            voices = [
+                voice
+                for voice in voices
+                if voice.get("LanguageCode") == LanguageCode
+                or (
+                    IncludeAdditionalLanguageCodes
+                    and LanguageCode in voice.get("AdditionalLanguageCodes", ())
+                )
+            ]
         return {"Voices": voices}
 
     @router.post("/v1/voices", tags=[SYNTHESIS], summary="Polly's CreateVoice: a saved voice (vc-…)")

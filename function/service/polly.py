@@ -89,6 +89,7 @@ class PollySpeech(BaseModel):
             speaker=speaker,
             format=DRAINED_FORMAT if fmt == MARKS_FORMAT else AUDIO_FORMATS[fmt],
             sample_rate=None if fmt == MARKS_FORMAT else int(self._sample_rate(fmt)),
+            stream=fmt != MARKS_FORMAT,  # audio leaves as it is made where the transport streams
             flow_steps=self._flow_steps(),
         )
         return PollyRequest(options, marks, CONTENT_TYPES[fmt])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from function.core.errors import InvalidRequest
 from function.voices.openai import parse_voices
@@ -71,10 +72,16 @@ class PollyVoice:
     def gender(self) -> str | None:
         return GENDERS.get(self.speaker[-1:])
 
-    def describe(self) -> dict[str, object]:
-        described: dict[str, object] = {"Id": self.id, "Name": self.id, "SupportedEngines": list(ENGINES)}
+    def describe(self) -> dict[str, Any]:
+        """Polly's Voice. The model speaks each of its languages with any voice (cross-lingually): the
+        others are the voice's AdditionalLanguageCodes."""
+        described: dict[str, Any] = {"Id": self.id, "Name": self.id, "SupportedEngines": list(ENGINES)}
         if self.language is not None:
-            described["LanguageCode"], described["LanguageName"] = self.language
+            code, described["LanguageName"] = self.language
+            described["LanguageCode"] = code
+            described["AdditionalLanguageCodes"] = [
+                other for other, _ in SPEAKER_LANGUAGES.values() if other != code
+            ]
         if self.gender is not None:
             described["Gender"] = self.gender
         return described

@@ -211,6 +211,14 @@ def test_describe_voices_lists_the_table_and_filters_by_language(polly: Any) -> 
     assert set(voices["Matthew"]["SupportedEngines"]) == {"standard", "neural", "long-form", "generative"}
     chinese = {voice["Id"] for voice in polly.describe_voices(LanguageCode="cmn-CN")["Voices"]}
     assert {"Zhiyu", "中文女", "中文男"} <= chinese and "Joanna" not in chinese
+    assert "cmn-CN" in voices["Joanna"]["AdditionalLanguageCodes"]  # every voice speaks every language
+    also = {
+        voice["Id"]
+        for voice in polly.describe_voices(LanguageCode="cmn-CN", IncludeAdditionalLanguageCodes=True)[
+            "Voices"
+        ]
+    }
+    assert {"Zhiyu", "Joanna", "Takumi"} <= also
     with pytest.raises(polly.exceptions.EngineNotSupportedException):
         polly.describe_voices(Engine="turbo")
 
