@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from datetime import datetime
@@ -56,6 +57,8 @@ from function.service.schema import describe
 from function.service.synthesis import Synthesis
 from function.voices.library import SavedVoice, VoicesUnavailable, is_voice_id
 from function.voices.polly import ENGINES, language_tag, polly_speaker, polly_voices
+
+logger = logging.getLogger(__name__)
 
 PREFIX = "/polly"
 ERROR_TYPE_HEADER = "x-amzn-ErrorType"
@@ -85,6 +88,9 @@ class PollyRoute(APIRoute):
                 invalid_json = any(item.get("type") == "json_invalid" for item in errors)
                 message = "the request body is not valid JSON" if invalid_json else describe(errors)
                 return error_response(PollyError("ValidationException", message))
+            except Exception:  # ours: the traceback to the log, never into the response
+                logger.exception("unhandled error in %s %s", request.method, request.url.path)
+                return error_response(PollyError("ServiceFailureException", "internal error"))
 
         return polly_handler
 

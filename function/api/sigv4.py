@@ -53,21 +53,17 @@ def is_signed_path(path: str) -> bool:
     return path == PREFIX or path.startswith(PREFIX + "/")
 
 
-def _refused(code: str, message: str) -> PollyError:
-    return PollyError(code, message)
-
-
 def _authorization(value: str) -> dict[str, str]:
     """The Credential, SignedHeaders and Signature of an Authorization header."""
     algorithm, _, rest = value.partition(" ")
     if algorithm != ALGORITHM:
-        raise _refused(
+        raise PollyError(
             "IncompleteSignatureException",
             f"the Authorization header is not {ALGORITHM}: sign requests with AWS Signature Version 4",
         )
     fields = {match.group(1): match.group(2) for match in _FIELDS.finditer(rest)}
     if set(fields) != {"Credential", "SignedHeaders", "Signature"}:
-        raise _refused(
+        raise PollyError(
             "IncompleteSignatureException",
             "the Authorization header needs Credential=, SignedHeaders= and Signature=",
         )
@@ -89,7 +85,7 @@ def verify(
         found.setdefault(name, []).append(value)
     authorization = found.get("authorization", [""])[0]
     if not authorization:
-        raise _refused(
+        raise PollyError(
             "MissingAuthenticationTokenException",
             "Polly's API takes requests signed with AWS Signature Version 4 for service 'polly' (what the"
             " AWS SDKs send): give the client one of this deployment's access key pairs",
@@ -98,7 +94,7 @@ def verify(
     key_id, _, scope = fields["Credential"].partition("/")
     day, region, service, terminator = (scope.split("/") + ["", "", "", ""])[:4]
     if service != SERVICE or terminator != "aws4_request" or not region:
-        raise _refused(
+        raise PollyError(
             "InvalidSignatureException",
             f"the credential scope {scope!r} is not <date>/<region>/{SERVICE}/aws4_request",
         )
@@ -106,32 +102,32 @@ def verify(
     try:
         signed_at = datetime.strptime(stamp, AMZ_DATE).replace(tzinfo=UTC)
     except ValueError:
-        raise _refused(
+        raise PollyError(
             "IncompleteSignatureException", "X-Amz-Date is missing or not YYYYMMDD'T'HHMMSS'Z'"
         ) from None
     if day != stamp[:8]:
-        raise _refused(
+        raise PollyError(
             "InvalidSignatureException", f"the credential scope's date {day!r} is not X-Amz-Date's day"
         )
     if abs(now - signed_at) > MAX_SKEW:
-        raise _refused(
+        raise PollyError(
             "InvalidSignatureException",
             f"Signature expired: signed at {stamp}, more than {MAX_SKEW.seconds // 60} minutes from this"
             f" server's time {now.strftime(AMZ_DATE)}; check the client's clock",
         )
     secret = keys.get(key_id)
     if secret is None:
-        raise _refused(
+        raise PollyError(
             "UnrecognizedClientException", f"the access key id {key_id!r} is not one this deployment knows"
         )
     signed_names = fields["SignedHeaders"].split(";")
     if "host" not in signed_names or any(name not in found for name in signed_names):
-        raise _refused(
+        raise PollyError(
             "IncompleteSignatureException", "SignedHeaders must name host and only headers the request has"
         )
     claimed = found.get("x-amz-content-sha256", [None])[0]
     if claimed is not None and not hmac.compare_digest(claimed, hashlib.sha256(body).hexdigest()):
-        raise _refused("InvalidSignatureException", "the body's sha256 is not X-Amz-Content-SHA256")
+        raise PollyError("InvalidSignatureException", "the body's sha256 is not X-Amz-Content-SHA256")
     signed = HTTPHeaders()
     for name in signed_names:
         for value in found[name]:
@@ -141,7 +137,7 @@ def verify(
     signer = _Signer(Credentials(key_id, secret), SERVICE, region)
     expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
     if not hmac.compare_digest(expected.encode(), fields["Signature"].encode()):
-        raise _refused(
+        raise PollyError(
             "InvalidSignatureException",
             "the request signature does not match the one computed with this access key's secret: check"
             " the secret, and that nothing rewrote the request on its way",
@@ -189,7 +185,7 @@ class RequireSignature:
         ]
         try:
             if not self.keys:
-                raise _refused(
+                raise PollyError(
                     "UnrecognizedClientException",
                     "Polly's API is off: this deployment has no SigV4 key pairs (COSYVOICE_SIGV4_KEYS)",
                 )

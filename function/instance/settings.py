@@ -179,8 +179,9 @@ def _flow_steps(env: Mapping[str, str]) -> int | None:
     return steps
 
 
-def _listed(env: Mapping[str, str], name: str, what: str) -> tuple[str, ...]:
-    """The comma-separated items of `name` and the lines of the file `name`_FILE names, once each."""
+def _listed(env: Mapping[str, str], name: str, what: str, if_none: str) -> tuple[str, ...]:
+    """The comma-separated items of `name` and the lines of the file `name`_FILE names, once each; a
+    file without any is refused (`if_none` says what would follow)."""
     items = env.get(name, "").split(",")
     path = env.get(f"{name}_FILE", "").strip()
     if path:
@@ -190,12 +191,12 @@ def _listed(env: Mapping[str, str], name: str, what: str) -> tuple[str, ...]:
         except (OSError, UnicodeDecodeError) as exc:
             raise SettingsError(f"{name}_FILE={path!r} cannot be read: {exc}") from None
         if not any(item.strip() for item in items):
-            raise SettingsError(f"{name}_FILE={path!r} holds no {what}: the API would be open")
+            raise SettingsError(f"{name}_FILE={path!r} holds no {what}: {if_none}")
     return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
 def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    found = _listed(env, "COSYVOICE_API_KEYS", "key")
+    found = _listed(env, "COSYVOICE_API_KEYS", "key", "the API would be open")
     if any(not key.isascii() or not key.isprintable() for key in found):
         raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
     return found
@@ -203,7 +204,7 @@ def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
 
 def _sigv4_keys(env: Mapping[str, str]) -> dict[str, str]:
     pairs: dict[str, str] = {}
-    for item in _listed(env, "COSYVOICE_SIGV4_KEYS", "key pair"):
+    for item in _listed(env, "COSYVOICE_SIGV4_KEYS", "key pair", "Polly's API would be off"):
         key_id, sep, secret = (part.strip() for part in item.partition(":"))
         if not sep or not key_id or not secret:
             raise SettingsError("a COSYVOICE_SIGV4_KEYS entry is not ACCESS_KEY_ID:SECRET")
