@@ -252,6 +252,9 @@ def test_a_custom_voice_is_created_used_everywhere_and_deleted(polly: Any, url: 
     assert voice["Id"].startswith("vc-") and len(voice["Id"]) <= 32
     assert voice["Status"] == "active" and voice["Origin"] == "customer" and voice["LanguageCode"] == "en-US"
     assert polly.get_voice(VoiceId=voice["Id"])["Voice"]["Id"] == voice["Id"]
+    polly.get_waiter("voice_active").wait(VoiceId=voice["Id"])  # Polly's waiter: active at its first look
+    saved = httpx.get(f"{url}/v1/voices").json()["voices"]
+    assert voice["Id"] in {v["id"] for v in saved if v["type"] == "saved"}
     assert voice["Id"] in {v["Id"] for v in polly.describe_voices()["Voices"]}
     pcm = speak(polly, VoiceId=voice["Id"], OutputFormat="pcm")["AudioStream"].read()
     assert len(pcm) > 0
