@@ -305,6 +305,11 @@ def test_tasks_are_completed_through_the_queue(
     assert audio["OutputUri"].endswith(f"/{bucket}/tts/books/{audio['TaskId']}.mp3")
     marked = polly.start_speech_synthesis_task(**start, OutputFormat="json", SpeechMarkTypes=["sentence"])
     marked = marked["SynthesisTask"]
+    gone = create(polly, {"Bytes": recording()})["Id"]
+    orphan = polly.start_speech_synthesis_task(**{**start, "VoiceId": gone}, OutputFormat="mp3")[
+        "SynthesisTask"
+    ]
+    polly.delete_voice(VoiceId=gone)  # before the worker reaches the task
     listed = polly.list_speech_synthesis_tasks(Status="scheduled")["SynthesisTasks"]
     assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in listed}
     assert polly.list_speech_synthesis_tasks(MaxResults=1)["NextToken"] == "1"
@@ -323,6 +328,8 @@ def test_tasks_are_completed_through_the_queue(
     assert key.startswith(f"tts/books/{marked['TaskId']}")
     lines = s3.get_object(Bucket=bucket, Key=key)["Body"].read().decode().splitlines()
     assert [json.loads(line)["value"] for line in lines] == ["Hello there.", "This is a test, spoken twice."]
+    failed = polly.get_speech_synthesis_task(TaskId=orphan["TaskId"])["SynthesisTask"]
+    assert failed["TaskStatus"] == "failed" and "deleted" in failed["TaskStatusReason"]
     completed = polly.list_speech_synthesis_tasks(Status="completed")["SynthesisTasks"]
     assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in completed}
 
