@@ -11,8 +11,10 @@ it, each a translation onto what the other routes use.
     POST   /polly/v1/synthesisTasks            StartSpeechSynthesisTask   the jobs (function.api.polly_tasks)
     GET    /polly/v1/synthesisTasks/{TaskId}   GetSpeechSynthesisTask
     GET    /polly/v1/synthesisTasks            ListSpeechSynthesisTasks
-    /polly/v1/lexicons...                      no lexicons are kept: PutLexicon is refused, the others
-                                               find none
+    PUT    /polly/v1/lexicons/{LexiconName}    PutLexicon         alias lexicons (function.api.polly_lexicons)
+    GET    /polly/v1/lexicons/{LexiconName}    GetLexicon
+    GET    /polly/v1/lexicons                  ListLexicons
+    DELETE /polly/v1/lexicons/{LexiconName}    DeleteLexicon
 
 A custom voice is made at once (its features extracted while CreateVoice waits), so it is `active` when
 CreateVoice answers; a recording that cannot be used is refused then (ValidationException, the reason in
@@ -41,7 +43,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 
-from function.api import polly_tasks
+from function.api import polly_lexicons, polly_tasks
 from function.api.admission import SYNTHESIS
 from function.aws import s3
 from function.core.errors import TTSError
@@ -51,7 +53,7 @@ from function.instance.library import voice_library
 from function.instance.model import get_engine
 from function.instance.settings import get_settings
 from function.markup.marks import marks_jsonl
-from function.service.polly import CustomVoiceRequest, PollySpeech, PollyTask, RecordingData
+from function.service.polly import CustomVoiceRequest, LexiconRequest, PollySpeech, PollyTask, RecordingData
 from function.service.polly_errors import PollyError, as_polly
 from function.service.schema import describe
 from function.service.synthesis import Synthesis
@@ -151,7 +153,7 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
 
     @router.post("/v1/speech", tags=[SYNTHESIS], summary="Polly's SynthesizeSpeech", response_class=Response)
     def synthesize_speech(body: PollySpeech, request: Request) -> Response:
-        polly = body.translated(speaker_of(body.VoiceId))
+        polly = body.translated(speaker_of(body.VoiceId), polly_lexicons.named(body.LexiconNames))
         synthesis = synthesis_for(polly.options, request, polly.marks)
         headers = {**synthesis.headers, "x-amzn-RequestCharacters": str(len(synthesis.options.text))}
         if polly.marks_only:
@@ -247,25 +249,25 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
     ) -> dict[str, Any]:
         return polly_tasks.listed(get_settings(), Status, MaxResults, NextToken)
 
-    @router.put("/v1/lexicons/{LexiconName}", summary="Polly's PutLexicon: refused")
-    def put_lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
-        raise PollyError(
-            "ValidationException",
-            f"lexicon {LexiconName!r} is not stored: this API keeps no lexicons (this model cannot take"
-            " phonemes); say a word another way with SSML <sub alias>",
-        )
+    @router.put("/v1/lexicons/{LexiconName}", summary="Polly's PutLexicon: an alias lexicon")
+    def put_lexicon(LexiconName: str, body: LexiconRequest) -> dict[str, Any]:  # noqa: N803
+        polly_lexicons.put(LexiconName, body.Content)
+        return {}
 
-    @router.get("/v1/lexicons", summary="Polly's ListLexicons: none")
-    def list_lexicons() -> dict[str, Any]:
-        return {"Lexicons": []}
+    @router.get("/v1/lexicons", summary="Polly's ListLexicons")
+    def list_lexicons(NextToken: str | None = None) -> dict[str, Any]:  # noqa: N803
+        if NextToken:
+            raise PollyError("InvalidNextTokenException", "NextToken is not one this API gave: it gives none")
+        return polly_lexicons.listed()
 
-    @router.api_route(
-        "/v1/lexicons/{LexiconName}", methods=["GET", "DELETE"], summary="Polly's Get/DeleteLexicon"
-    )
-    def lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
-        raise PollyError(
-            "LexiconNotFoundException", f"no lexicon {LexiconName!r}: this API keeps no lexicons"
-        )
+    @router.get("/v1/lexicons/{LexiconName}", summary="Polly's GetLexicon")
+    def get_lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
+        return polly_lexicons.get(LexiconName)
+
+    @router.delete("/v1/lexicons/{LexiconName}", summary="Polly's DeleteLexicon")
+    def delete_lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
+        polly_lexicons.delete(LexiconName)
+        return {}
 
     @router.api_route(
         "/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"], include_in_schema=False

@@ -11,7 +11,8 @@ translation into `SynthesisOptions`, with Polly's own error codes for what does 
                    needs an alignment of sounds this model does not have: ValidationException
     LanguageCode   the model's language tag for every sentence of plain text (an SSML document says its
                    own with <lang>); a language the model does not speak: LanguageNotSupportedException
-    LexiconNames   no lexicon is stored here (PutLexicon is refused): LexiconNotFoundException
+    LexiconNames   alias lexicons (function.markup.lexicon), applied to the spoken text; the edge loads
+                   them (a name without one: LexiconNotFoundException); tasks take none
 
 A task (StartSpeechSynthesisTask) is a job of function.jobs: its audio is written at the model's rate (a
 job's request carries no other), so a task's SampleRate must be that rate or absent.
@@ -19,6 +20,7 @@ job's request carries no other), so a task's SampleRate must be that rate or abs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -28,6 +30,7 @@ from function.core.errors import InvalidRequest
 from function.core.formats import Output
 from function.core.options import FAST_FLOW_STEPS, MAX_FLOW_STEPS, SynthesisOptions
 from function.core.script import MarkType, Script, Spoken
+from function.markup.lexicon import Lexicon, apply_lexicons
 from function.markup.ssml import parse_ssml, text_script
 from function.service.polly_errors import PollyError
 from function.service.schema import SpeechJob, Text
@@ -71,18 +74,14 @@ class PollySpeech(BaseModel):
     LanguageCode: str | None = None
     LexiconNames: list[str] = Field(default_factory=list)
 
-    def translated(self, speaker: str) -> PollyRequest:
-        """The options for `speaker` (a built-in speaker, or a saved voice's id), the speech marks wanted
-        and the reply's Content-Type."""
-        if self.LexiconNames:
-            raise PollyError(
-                "LexiconNotFoundException",
-                f"no lexicon {self.LexiconNames[0]!r}: this API keeps no lexicons (PutLexicon is refused);"
-                " say a word another way with SSML <sub alias>",
-            )
+    def translated(self, speaker: str, lexicons: Sequence[Lexicon] = ()) -> PollyRequest:
+        """The options for `speaker` (a built-in speaker, or a saved voice's id), with `lexicons` (those
+        LexiconNames names) applied; the speech marks wanted and the reply's Content-Type."""
         marks = self._mark_types()
         fmt = self._format()
-        script = self._script(marks)
+        script = self._script(marks, bool(lexicons))
+        if script is not None and lexicons:
+            script = apply_lexicons(script, lexicons)
         options = SynthesisOptions(
             text=self.Text if script is None else script.spoken_text,
             script=script,
@@ -160,9 +159,9 @@ class PollySpeech(BaseModel):
             )
         return tuple(dict.fromkeys(types))
 
-    def _script(self, marks: tuple[MarkType, ...]) -> Script | None:
-        """The pieces to perform: the SSML's; plain text's sentences when marks or a language are asked
-        for; else None (the text as it is)."""
+    def _script(self, marks: tuple[MarkType, ...], lexicons: bool) -> Script | None:
+        """The pieces to perform: the SSML's; plain text's sentences when marks, a language or lexicons
+        are asked for; else None (the text as it is)."""
         tag = self._language_tag()
         if self.TextType == "ssml":
             try:
@@ -170,7 +169,7 @@ class PollySpeech(BaseModel):
             except InvalidRequest as exc:
                 raise PollyError("InvalidSsmlException", exc.message) from None
         elif self.TextType == "text":
-            if not marks and tag is None:
+            if not marks and tag is None and not lexicons:
                 return None
             script = text_script(self.Text)
         else:
@@ -216,6 +215,10 @@ class PollyTask(PollySpeech):
                 "ValidationException",
                 "LanguageCode is applied by SynthesizeSpeech; a task speaks each sentence in the language"
                 " the model reads in it: leave LanguageCode out (or use SSML <lang>)",
+            )
+        if self.LexiconNames:
+            raise PollyError(
+                "ValidationException", "lexicons are applied by SynthesizeSpeech only: leave LexiconNames out"
             )
         if "word" in self.SpeechMarkTypes:
             raise PollyError(
@@ -295,10 +298,19 @@ class CustomVoiceRequest(BaseModel):
     VoiceCreationData: VoiceCreationData
 
 
+class LexiconRequest(BaseModel):
+    """PutLexicon's body (PUT /polly/v1/lexicons/{LexiconName}): the PLS document."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    Content: str
+
+
 __all__ = [
     "AUDIO_FORMATS",
     "CONTENT_TYPES",
     "CustomVoiceRequest",
+    "LexiconRequest",
     "PollyRequest",
     "PollySpeech",
     "PollyTask",

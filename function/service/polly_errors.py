@@ -17,6 +17,7 @@ from function.core.errors import TTSError
 POLLY_STATUS: Mapping[str, int] = {
     "ConflictException": 409,
     "EngineNotSupportedException": 400,
+    "InvalidLexiconException": 400,
     "InvalidNextTokenException": 400,
     "InvalidS3BucketException": 400,
     "InvalidS3KeyException": 400,
@@ -26,6 +27,7 @@ POLLY_STATUS: Mapping[str, int] = {
     "InvalidTaskIdException": 400,
     "LanguageNotSupportedException": 400,
     "LexiconNotFoundException": 404,
+    "LexiconSizeExceededException": 400,
     "MarksNotSupportedForFormatException": 400,
     "ResourceNotFoundException": 404,
     "ServiceFailureException": 500,
@@ -33,7 +35,6 @@ POLLY_STATUS: Mapping[str, int] = {
     "SynthesisTaskNotFoundException": 400,
     "TextLengthExceededException": 400,
     "ThrottlingException": 400,
-    "UnsupportedPlsAlphabetException": 400,
     "ValidationException": 400,
 }
 COMMON_STATUS: Mapping[str, int] = {

@@ -223,14 +223,39 @@ def test_describe_voices_lists_the_table_and_filters_by_language(polly: Any) -> 
         polly.describe_voices(Engine="turbo")
 
 
-def test_lexicons_are_refused_clearly(polly: Any) -> None:
-    assert polly.list_lexicons()["Lexicons"] == []
+LEXICON = (
+    '<?xml version="1.0" encoding="UTF-8"?><lexicon version="1.0" alphabet="ipa" xml:lang="en-US"'
+    ' xmlns="http://www.w3.org/2005/01/pronunciation-lexicon">'
+    "<lexeme><grapheme>W3C</grapheme><alias>{alias}</alias></lexeme></lexicon>"
+)
+
+
+def test_alias_lexicons_are_stored_applied_replaced_and_deleted(polly: Any) -> None:
+    polly.put_lexicon(Name="acronyms", Content=LEXICON.format(alias="World Wide Web"))
+    listed = {item["Name"]: item["Attributes"] for item in polly.list_lexicons()["Lexicons"]}
+    assert listed["acronyms"]["LexemesCount"] == 1 and listed["acronyms"]["Alphabet"] == "ipa"
+    said = marks(polly, Text="The W3C met.", SpeechMarkTypes=["word"], LexiconNames=["acronyms"])
+    assert [mark["value"] for mark in said] == ["The", "World", "Wide", "Web", "met"]
+    polly.put_lexicon(Name="acronyms", Content=LEXICON.format(alias="Consortium"))
+    assert "Consortium" in polly.get_lexicon(Name="acronyms")["Lexicon"]["Content"]
+    said = marks(polly, Text="The W3C met.", SpeechMarkTypes=["word"], LexiconNames=["acronyms"])
+    assert [mark["value"] for mark in said] == ["The", "Consortium", "met"]
+    polly.delete_lexicon(Name="acronyms")
     with pytest.raises(polly.exceptions.LexiconNotFoundException):
-        polly.get_lexicon(Name="names")
-    lexicon = '<lexicon version="1.0" alphabet="ipa" xml:lang="en-US"><lexeme/></lexicon>'
-    assert "<sub alias>" in refused(
-        lambda: polly.put_lexicon(Name="names", Content=lexicon), "ValidationException"
-    )
+        polly.get_lexicon(Name="acronyms")
+    with pytest.raises(polly.exceptions.LexiconNotFoundException):
+        speak(polly, LexiconNames=["acronyms"])
+
+
+def test_lexicons_this_model_cannot_honour_are_refused_clearly(polly: Any) -> None:
+    phonemes = LEXICON.replace("<alias>{alias}</alias>", '<phoneme>"d@b@l.ju: Tri: si:</phoneme>')
+    with pytest.raises(polly.exceptions.InvalidLexiconException) as raised:
+        polly.put_lexicon(Name="sounds", Content=phonemes)
+    assert "phoneme" in str(raised.value)
+    with pytest.raises(polly.exceptions.InvalidLexiconException):
+        polly.put_lexicon(Name="entities", Content='<!DOCTYPE x [<!ENTITY a "b">]><lexicon/>')
+    with pytest.raises(polly.exceptions.LexiconSizeExceededException):
+        polly.put_lexicon(Name="huge", Content=LEXICON.format(alias="x" * 40_000))
 
 
 # --- custom voices ------------------------------------------------------------------------------------
