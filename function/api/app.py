@@ -31,6 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.api.admission import SYNTHESIS, Admit, get_admission
 from function.api.keys import RequireKey
+from function.api.polly_routes import polly_router
+from function.api.sigv4 import RequireSignature
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
 from function.api.streams import SynthesisStream
@@ -260,6 +262,8 @@ def create_app() -> FastAPI:
 
     app.include_router(job_router)
     app.include_router(voice_router)
+    app.include_router(polly_router(synthesis_for))  # Polly's API, SigV4-signed (function.api.sigv4)
+    app.add_middleware(RequireSignature)  # inside Guard: the body it hashes is capped
     app.add_middleware(Guard)
     # Outer than Guard, so a refused request is answered before its body is read.
     app.add_middleware(Admit, routes=app.routes)

@@ -60,6 +60,12 @@ COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy
 COSYVOICE_VOICE_DIR             a directory (a volume) for saved voices (POST /v1/voices); default none:
                                 they go to the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/",
                                 and with neither the voice routes answer 503 voices_unavailable
+COSYVOICE_SIGV4_KEYS            key pairs Polly's SDKs sign with (/polly, function.api.sigv4), comma-separated
+                                ACCESS_KEY_ID:SECRET; default none: every /polly request is refused 403
+COSYVOICE_SIGV4_KEYS_FILE       a file of such pairs, one a line (a mounted secret), read at start; its
+                                pairs join COSYVOICE_SIGV4_KEYS'
+COSYVOICE_POLLY_VOICES          Polly voice names → built-in speakers, "Joanna=中文女,Brian=英文男": changes
+                                or adds entries of function.voices.polly.DEFAULT_POLLY_VOICES; default ""
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ from dataclasses import dataclass, field
 
 from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
 from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
+from function.voices.polly import DEFAULT_POLLY_VOICES, parse_polly_voices
 
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -112,6 +119,9 @@ class Settings:
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
+    # Polly's API (/polly): access key id → secret it verifies SigV4 with (none: refused), its voice names
+    sigv4_keys: Mapping[str, str] = field(default_factory=dict)
+    polly_voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLLY_VOICES))
 
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
@@ -136,6 +146,10 @@ class Settings:
             voices = parse_voices(env.get("COSYVOICE_VOICES", ""))
         except VoiceTableError as exc:
             raise SettingsError(f"COSYVOICE_VOICES: {exc}") from None
+        try:
+            polly_voices = parse_polly_voices(env.get("COSYVOICE_POLLY_VOICES", ""))
+        except VoiceTableError as exc:
+            raise SettingsError(f"COSYVOICE_POLLY_VOICES: {exc}") from None
         return cls(
             artifact=artifact,
             output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
@@ -160,6 +174,8 @@ class Settings:
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
+            sigv4_keys=_sigv4_keys(env),
+            polly_voices=polly_voices,
         )
 
 
@@ -172,21 +188,44 @@ def _flow_steps(env: Mapping[str, str]) -> int | None:
     return steps
 
 
-def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    keys = env.get("COSYVOICE_API_KEYS", "").split(",")
-    path = env.get("COSYVOICE_API_KEYS_FILE", "").strip()
+def _listed(env: Mapping[str, str], name: str, what: str, if_none: str) -> tuple[str, ...]:
+    """The comma-separated items of `name` and the lines of the file `name`_FILE names, once each; a
+    file without any is refused (`if_none` says what would follow)."""
+    items = env.get(name, "").split(",")
+    path = env.get(f"{name}_FILE", "").strip()
     if path:
         try:
             with open(path, encoding="utf-8") as file:
-                keys += file.read().splitlines()
+                items += file.read().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} cannot be read: {exc}") from None
-        if not any(key.strip() for key in keys):
-            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} holds no key: the API would be open")
-    found = tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+            raise SettingsError(f"{name}_FILE={path!r} cannot be read: {exc}") from None
+        if not any(item.strip() for item in items):
+            raise SettingsError(f"{name}_FILE={path!r} holds no {what}: {if_none}")
+    return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    found = _listed(env, "COSYVOICE_API_KEYS", "key", "the API would be open")
     if any(not key.isascii() or not key.isprintable() for key in found):
         raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
     return found
+
+
+def _sigv4_keys(env: Mapping[str, str]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in _listed(env, "COSYVOICE_SIGV4_KEYS", "key pair", "Polly's API would be off"):
+        key_id, sep, secret = (part.strip() for part in item.partition(":"))
+        if not sep or not key_id or not secret:
+            raise SettingsError("a COSYVOICE_SIGV4_KEYS entry is not ACCESS_KEY_ID:SECRET")
+        if not (key_id.isascii() and key_id.isalnum()) or not (secret.isascii() and secret.isprintable()):
+            raise SettingsError(
+                f"SigV4 key {key_id[:4]}…: the id must be ASCII letters and digits,"
+                " the secret printable ASCII"
+            )
+        if pairs.get(key_id, secret) != secret:
+            raise SettingsError(f"SigV4 access key id {key_id!r} is given two secrets")
+        pairs[key_id] = secret
+    return pairs
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:

@@ -229,8 +229,9 @@ def test_readiness_reports_loading_saturation_and_draining(monkeypatch: pytest.M
     assert code() == "draining"
 
 
-# POST routes that synthesise nothing, so need no slot: a job's submission stores it and queues a message.
-UNADMITTED_POSTS = {"/v1/jobs"}
+# POST routes that synthesise nothing, so need no slot: a job's submission stores it and queues a message
+# (Polly's StartSpeechSynthesisTask is one).
+UNADMITTED_POSTS = {"/v1/jobs", "/polly/v1/synthesisTasks"}
 
 
 def test_every_post_route_of_the_app_is_a_synthesis_route_under_admission() -> None:
