@@ -21,10 +21,10 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from function.api.error_replies import error_reply
 from function.api.watchdog import Watchdog
 from function.core.errors import Busy
 from function.cosyvoice.graphs import available_cpus
@@ -152,7 +152,7 @@ class Admit:
             await admission.enter()
         except Busy as exc:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-            await JSONResponse(exc.to_dict(), status_code=exc.status, headers=headers)(scope, receive, send)
+            await error_reply(scope, exc, headers)(scope, receive, send)  # Polly's ThrottlingException
             return
         try:
             # Returns once the response is sent (a stream's last chunk), the client has gone away, or the

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from function.api.sigv4 import is_signed_path
+from function.api.error_replies import is_polly_path
 from function.core.errors import TTSError
 from function.instance.settings import get_settings
 
@@ -63,7 +63,7 @@ class RequireKey:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or path in OPEN_PATHS or is_signed_path(path) or not self.keys:
+        if scope["type"] != "http" or path in OPEN_PATHS or is_polly_path(path) or not self.keys:
             await self.app(scope, receive, send)
             return
         key = presented_key(scope.get("headers") or [])

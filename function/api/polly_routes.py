@@ -39,12 +39,14 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 
 from function.api import polly_lexicons, polly_tasks
 from function.api.admission import SYNTHESIS
+from function.api.error_replies import POLLY_PREFIX, polly_reply
+from function.api.streams import SynthesisStream
 from function.aws import s3
 from function.core.errors import TTSError
 from function.core.options import SynthesisOptions
@@ -62,16 +64,9 @@ from function.voices.polly import ENGINES, language_tag, polly_speaker, polly_vo
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "/polly"
-ERROR_TYPE_HEADER = "x-amzn-ErrorType"
+PREFIX = POLLY_PREFIX
 # The app's way into the service path (function.api.app.synthesis_for): options, the request, the marks.
 SynthesisFor = Callable[[SynthesisOptions, Request, tuple[MarkType, ...]], Synthesis]
-
-
-def error_response(error: PollyError) -> JSONResponse:
-    return JSONResponse(
-        {"message": error.message}, status_code=error.status, headers={ERROR_TYPE_HEADER: error.code}
-    )
 
 
 class PollyRoute(APIRoute):
@@ -84,15 +79,15 @@ class PollyRoute(APIRoute):
             try:
                 return await handler(request)
             except TTSError as exc:
-                return error_response(as_polly(exc))
+                return polly_reply(as_polly(exc))
             except RequestValidationError as exc:
                 errors = list(exc.errors())
                 invalid_json = any(item.get("type") == "json_invalid" for item in errors)
                 message = "the request body is not valid JSON" if invalid_json else describe(errors)
-                return error_response(PollyError("ValidationException", message))
+                return polly_reply(PollyError("ValidationException", message))
             except Exception:  # ours: the traceback to the log, never into the response
                 logger.exception("unhandled error in %s %s", request.method, request.url.path)
-                return error_response(PollyError("ServiceFailureException", "internal error"))
+                return polly_reply(PollyError("ServiceFailureException", "internal error"))
 
         return polly_handler
 
@@ -160,7 +155,7 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
             synthesis.drain()
             return Response(marks_jsonl(synthesis.marks), media_type=polly.content_type, headers=headers)
         if synthesis.streamed:
-            return StreamingResponse(synthesis.pieces(), media_type=polly.content_type, headers=headers)
+            return SynthesisStream(synthesis.pieces(), synthesis, polly.content_type, headers)
         audio = synthesis.whole()
         assert isinstance(audio, bytes)  # an HTTP reply never spills
         return Response(audio, media_type=polly.content_type, headers=headers)
@@ -281,4 +276,4 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
     return router
 
 
-__all__ = ["ERROR_TYPE_HEADER", "PREFIX", "PollyRoute", "custom_voice", "error_response", "polly_router"]
+__all__ = ["PREFIX", "PollyRoute", "custom_voice", "polly_router"]

@@ -30,7 +30,7 @@ from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from function.api.polly_routes import PREFIX, error_response
+from function.api.error_replies import is_polly_path, polly_reply
 from function.instance.settings import get_settings
 from function.service.polly_errors import PollyError
 
@@ -47,10 +47,6 @@ class _Signer(SigV4Auth):
 
     def headers_to_sign(self, request: AWSRequest) -> HTTPHeaders:
         return request.headers
-
-
-def is_signed_path(path: str) -> bool:
-    return path == PREFIX or path.startswith(PREFIX + "/")
 
 
 def _authorization(value: str) -> dict[str, str]:
@@ -169,7 +165,7 @@ class RequireSignature:
         return self._keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not is_signed_path(scope.get("path", "")):
+        if scope["type"] != "http" or not is_polly_path(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         chunks, more = [], True
@@ -191,7 +187,7 @@ class RequireSignature:
                 )
             verify(scope["method"], request_url(scope), headers, body, self.keys, datetime.now(UTC))
         except PollyError as refused:
-            await error_response(refused)(scope, receive, send)
+            await polly_reply(refused)(scope, receive, send)
             return
         replayed: Message | None = {"type": "http.request", "body": body, "more_body": False}
 
@@ -205,4 +201,4 @@ class RequireSignature:
         await self.app(scope, replay, send)
 
 
-__all__ = ["MAX_SKEW", "RequireSignature", "is_signed_path", "request_url", "verify"]
+__all__ = ["MAX_SKEW", "RequireSignature", "request_url", "verify"]

@@ -19,9 +19,9 @@ import asyncio
 import logging
 import time
 
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from function.api.error_replies import error_reply
 from function.core.errors import Stalled
 from function.core.progress import Heartbeat, watched
 from function.cosyvoice.run_ahead import stuck_producers
@@ -75,7 +75,7 @@ class Watchdog:
         logger.error("%s %s: %s", scope.get("method"), scope.get("path"), stalled.message)
         if started:
             raise stalled  # too late for a status: the server cuts the connection
-        await JSONResponse(stalled.to_dict(), status_code=stalled.status)(scope, receive, send)
+        await error_reply(scope, stalled)(scope, receive, send)
 
     def _abandon(self, task: asyncio.Task[None]) -> None:
         self.stalled += 1
