@@ -7,6 +7,7 @@
     decode-batch                          the LLM's decode step at one row and at several (ours only)
     load                                  health probes while `serve` is saturated (loopback)
     soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
+    dropped-streams                       `serve` under clients that hang up mid-stream: never wedged
     voices                                a saved voice vs the recording inline: request bytes, first audio
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
@@ -139,6 +140,15 @@ def register(commands: argparse._SubParsersAction) -> None:
     soak.add_argument("--minutes", type=float, default=10.0, help="how long (default 10)")
     soak.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
     soak.set_defaults(run=soak_server)
+    dropped = commands.add_parser(
+        "dropped-streams", help="`serve` under clients that hang up mid-stream, then a request and SIGTERM"
+    )
+    dropped.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
+    dropped.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
+    dropped.add_argument("--runs", type=int, default=5, help="fresh servers, one after another (default 5)")
+    dropped.add_argument("--seconds", type=float, default=60.0, help="load per run (default 60)")
+    dropped.add_argument("--clients", type=int, default=4, help="concurrent clients (default 4)")
+    dropped.set_defaults(run=dropped_streams)
     voices = commands.add_parser("voices", help="a saved voice vs the recording inline: bytes, first audio")
     voices.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     voices.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -305,6 +315,19 @@ def soak_server(args: argparse.Namespace) -> int:
     for table in result.tables():
         print(table.render())
     return 0 if result.met() else 1
+
+
+def dropped_streams(args: argparse.Namespace) -> int:
+    from bench import dropped_streams
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make demo or make bench builds one)")
+    if not 0 < args.seconds <= 3600 or not 1 <= args.runs <= 100 or args.clients < 1:
+        return fail("bench", "--seconds must be in (0, 3600], --runs in 1..100 and --clients at least 1")
+    code, artifacts = args.code.resolve(), args.artifacts.resolve()
+    runs = [dropped_streams.run_once(code, artifacts, args.seconds, args.clients) for _ in range(args.runs)]
+    print(dropped_streams.table(runs, args.seconds, args.clients).render())
+    return 0 if not any(run.wedged for run in runs) else 1
 
 
 def voice_library(args: argparse.Namespace) -> int:

@@ -9,6 +9,8 @@ before the body is read, so a refused request costs no work. Routes opt in with 
 reports the counts, and 503 while the queue is full or the server drains.
 
 Inside Lambda (Mangum) an environment serves one request at a time, so the limit is on but never reached.
+Under `serve` a watchdog (function.api.watchdog) also fails a synthesis that stops making progress, so a
+slot can never be held for good.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from function.api.error_replies import error_reply
+from function.api.watchdog import Watchdog
 from function.core.errors import Busy
 from function.cosyvoice.graphs import available_cpus
 from function.instance.settings import Settings, get_settings
@@ -41,6 +44,7 @@ class Admission:
         self.max_queued = max_queued
         self.in_flight = 0
         self.draining = False  # set once the server shuts down (function.local.serve)
+        self.watchdog: Watchdog | None = None  # set by `serve`: see function.api.watchdog
         self._waiting: deque[asyncio.Future[None]] = deque()
 
     @classmethod
@@ -148,11 +152,15 @@ class Admit:
             await admission.enter()
         except Busy as exc:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
-            await JSONResponse(exc.to_dict(), status_code=exc.status, headers=headers)(scope, receive, send)
+            await error_reply(scope, exc, headers)(scope, receive, send)  # Polly's ThrottlingException
             return
         try:
-            # Returns once the response is sent (a stream's last chunk) or the client has gone away.
-            await self.app(scope, receive, send)
+            # Returns once the response is sent (a stream's last chunk), the client has gone away, or the
+            # watchdog has failed the request for making no progress.
+            if admission.watchdog is not None:
+                await admission.watchdog.run(self.app, scope, receive, send)
+            else:
+                await self.app(scope, receive, send)
         finally:
             admission.leave()
 

@@ -24,15 +24,18 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from function.api.admission import SYNTHESIS, Admit, get_admission
 from function.api.keys import RequireKey
+from function.api.polly_routes import polly_router
+from function.api.sigv4 import RequireSignature
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
+from function.api.streams import SynthesisStream
 from function.api.voice_routes import router as voice_router
 from function.core.errors import TTSError
 from function.core.formats import FORMATS
@@ -93,6 +96,12 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
 
 
+def _wedged() -> str | None:
+    """Why this process cannot recover by itself (function.api.watchdog), or None."""
+    watchdog = get_admission().watchdog
+    return watchdog.wedged() if watchdog is not None else None
+
+
 def allowance(request: Request, max_text_chars: int | None) -> Allowance:
     """What an HTTP request is allowed. Mangum buffers a Lambda response (6 MB, base64): streaming there
     would only dodge the size check. uvicorn and a streaming Function URL (function.awslambda.streaming)
@@ -118,7 +127,7 @@ def audio_response(synthesis: Synthesis, headers: dict[str, str] | None = None) 
     headers = {**synthesis.headers, **(headers or {})}
     media = synthesis.output.media_type
     if synthesis.streamed:
-        return StreamingResponse(synthesis.pieces(), media_type=media, headers=headers)
+        return SynthesisStream(synthesis.pieces(), synthesis, media, headers)
     return Response(synthesis.whole(), media_type=media, headers=headers)
 
 
@@ -126,7 +135,7 @@ def events_response(synthesis: Synthesis, events: SpeechEvents, headers: dict[st
     """OpenAI's speech event stream: sent as it is made when the transport allows, else whole."""
     headers = {**synthesis.headers, **headers}
     if synthesis.streamed:
-        return StreamingResponse(events.events(synthesis.pieces()), media_type=EVENT_STREAM, headers=headers)
+        return SynthesisStream(events.events(synthesis.pieces()), synthesis, EVENT_STREAM, headers)
     audio = synthesis.whole()
     assert isinstance(audio, bytes)  # an HTTP reply never spills
     return Response(b"".join(events.events([audio])), media_type=EVENT_STREAM, headers=headers)
@@ -141,7 +150,7 @@ def marks_response(synthesis: Synthesis, marks_only: bool) -> Response:
         return Response(marks_jsonl(synthesis.marks), media_type=MARKS_MEDIA_TYPE, headers=headers)
     if synthesis.streamed:
         lines = marked_lines(synthesis.pieces(), synthesis.take_marks)
-        return StreamingResponse(lines, media_type=MARKS_MEDIA_TYPE, headers=headers)
+        return SynthesisStream(lines, synthesis, MARKS_MEDIA_TYPE, headers)
     return JSONResponse(synthesis.reply(), headers=headers)
 
 
@@ -205,8 +214,15 @@ def create_app() -> FastAPI:
             "sample_rate": engine.sample_rate,
         }
 
-    @app.get("/healthz", summary="Liveness: the process answers, however busy")
-    async def healthz() -> dict[str, str]:
+    @app.get(
+        "/healthz",
+        summary="Liveness: the process answers, however busy, and has no stalled work it cannot end",
+        responses={503: {"model": ErrorBody}},
+    )
+    async def healthz() -> Any:
+        wedged = _wedged()
+        if wedged is not None:
+            return _error(503, "wedged", f"{wedged}: restart this instance")
         return {"status": "ok"}
 
     @app.get(
@@ -218,6 +234,9 @@ def create_app() -> FastAPI:
         admission = get_admission()
         if admission.draining:
             return _error(503, "draining", "the server is shutting down")
+        wedged = _wedged()
+        if wedged is not None:
+            return _error(503, "wedged", wedged)
         if loaded_engine() is None:
             return _error(503, "not_ready", "the model is still loading")
         if admission.saturated:
@@ -243,6 +262,8 @@ def create_app() -> FastAPI:
 
     app.include_router(job_router)
     app.include_router(voice_router)
+    app.include_router(polly_router(synthesis_for))  # Polly's API, SigV4-signed (function.api.sigv4)
+    app.add_middleware(RequireSignature)  # inside Guard: the body it hashes is capped
     app.add_middleware(Guard)
     # Outer than Guard, so a refused request is answered before its body is read.
     app.add_middleware(Admit, routes=app.routes)

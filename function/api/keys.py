@@ -6,6 +6,7 @@ The check sits in the ASGI layer, outermost: a request without a valid key is an
 with `WWW-Authenticate: Bearer` before its body is read or a synthesis slot is taken. Keys are compared
 in constant time, each of them every time, so neither the key nor which key matched shows in the timing.
 Inside Lambda IAM or the JWT authoriser guards the API, and the check is off unless keys are set.
+Polly's API (/polly) is not asked for a key: its SDKs sign every request, and function.api.sigv4 checks that.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from function.api.error_replies import is_polly_path
 from function.core.errors import TTSError
 from function.instance.settings import get_settings
 
@@ -60,7 +62,8 @@ class RequireKey:
         return self._keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS or not self.keys:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in OPEN_PATHS or is_polly_path(path) or not self.keys:
             await self.app(scope, receive, send)
             return
         key = presented_key(scope.get("headers") or [])

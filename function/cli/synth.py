@@ -2,7 +2,12 @@
 
     python -m function synth --artifacts DIR --text TEXT -o out.wav
         (--speaker NAME [--instruct TEXT] | --prompt-wav FILE [--prompt-text TEXT])
-        [--stream] [--format wav|flac|ogg|mp3|pcm] [--seed N] [--speed X] [--threads N]
+        [--stream] [--format wav|flac|ogg|mp3|pcm] [--seed N] [--speed X] [--flow-steps N] [--threads N]
+
+The engine is built as a deployment's is (function.instance.model.build_engine) from the same settings
+(function.instance.settings: COSYVOICE_FLOW_STEPS, COSYVOICE_DECODE_BATCH, COSYVOICE_THREADS, ...), so a
+command and `serve` with the same settings and seed give the same audio; --artifacts and --threads
+override their variables, and --flow-steps is this request's own choice, as a request's `flow_steps` is.
 
 The file appears complete or not at all: audio goes to a temporary file beside it, renamed when done (an
 existing file is replaced only then). With --stream, wav and pcm reach that file chunk by chunk as the
@@ -13,6 +18,7 @@ suffix unless --format names it. Every error is one line on stderr and exit stat
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import os
 import sys
@@ -23,7 +29,8 @@ from pathlib import Path
 from function.cli import base
 from function.core.errors import ArtifactError, InvalidRequest, TTSError, UnsupportedFormat
 from function.core.formats import FORMATS, Output
-from function.core.options import SynthesisOptions
+from function.core.options import MAX_FLOW_STEPS, MIN_FLOW_STEPS, SynthesisOptions
+from function.instance.settings import Settings, SettingsError
 
 ARTIFACT_VARIABLE = "COSYVOICE_ARTIFACT"
 
@@ -42,7 +49,17 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--stream", action="store_true", help="stream chunks into the file as they come")
     parser.add_argument("--seed", type=int, help="the same seed and options give the same audio")
     parser.add_argument("--speed", type=float, default=1.0, help="tempo factor in [0.5, 2.0]")
-    parser.add_argument("--threads", type=int, help="onnxruntime intra-op threads (default: every CPU)")
+    parser.add_argument(
+        "--flow-steps",
+        type=int,
+        help=f"the flow's Euler steps, {MIN_FLOW_STEPS}..{MAX_FLOW_STEPS} (default: $COSYVOICE_FLOW_STEPS,"
+        " else the artifact's: v1's 10; 5 is the fast tier)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="onnxruntime intra-op threads (default: $COSYVOICE_THREADS, else every CPU)",
+    )
     parser.set_defaults(run=main)
 
 
@@ -51,19 +68,21 @@ def main(args: argparse.Namespace) -> int:
         options = request_options(args)  # before the model loads: a bad request fails at once
         if not args.output.absolute().parent.is_dir():
             raise FileNotFoundError(errno.ENOENT, "output directory does not exist", str(args.output.parent))
-        from function.cosyvoice.engine import Engine
-        from function.instance.loader import open_artifact
+        settings = deployment_settings(args)
+        from function.instance.model import build_engine
+        from function.instance.settings import use_settings
         from function.service.synthesis import Allowance, prepare
 
+        use_settings(settings)  # what the service path reads (a saved voice's storage) is the same too
         started = time.perf_counter()
-        engine = Engine.load(open_artifact(artifact_location(args.artifacts)), args.threads)
+        engine = build_engine(settings)
         say(f"model loaded in {time.perf_counter() - started:.2f} s")
         started = time.perf_counter()
         synthesis = prepare(options, Allowance(max_text_chars=None), engine=engine)
         pieces = synthesis.pieces()
         output = synthesis.output
         write_audio(args.output, _reporting_first(pieces, started) if options.stream else pieces, output)
-    except (TTSError, OSError) as exc:
+    except (TTSError, OSError, SettingsError) as exc:
         return fail(exc)
     except KeyboardInterrupt:
         return 130
@@ -90,7 +109,18 @@ def request_options(args: argparse.Namespace) -> SynthesisOptions:
         speed=args.speed,
         seed=args.seed,
         stream=args.stream,
+        flow_steps=args.flow_steps,
     ).validated(max_text_chars=None)  # a local command: no request-size limit
+
+
+def deployment_settings(args: argparse.Namespace) -> Settings:
+    """The settings from the environment, with --artifacts and --threads in place of their variables."""
+    settings = Settings.from_env({**os.environ, ARTIFACT_VARIABLE: artifact_location(args.artifacts)})
+    if args.threads is not None:
+        if args.threads < 1:
+            raise SettingsError(f"--threads {args.threads} is below its minimum 1")
+        settings = dataclasses.replace(settings, threads=args.threads)
+    return settings
 
 
 def format_of(path: Path) -> str:
@@ -144,9 +174,11 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def fail(error: TTSError | OSError) -> int:
+def fail(error: TTSError | OSError | SettingsError) -> int:
     """One line on stderr, exit status 2 (function.cli.base's error style)."""
-    if isinstance(error, TTSError):
+    if isinstance(error, SettingsError):
+        message = str(error)
+    elif isinstance(error, TTSError):
         message = error.message
     elif error.filename is not None and error.strerror:
         message = f"{error.strerror}: {error.filename}"

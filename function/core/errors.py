@@ -55,6 +55,14 @@ class OutputTooLarge(TTSError):
     status = 413
 
 
+class Stalled(TTSError):
+    """A synthesis made no progress for its bound (a stage that stopped answering): it was failed and its
+    slot given back; the instance's health check says whether it can still recover by itself."""
+
+    code = "stalled"
+    status = 503
+
+
 class Busy(TTSError):
     """Every synthesis slot and queue place of this server is taken (function.api.admission): retry later."""
 
@@ -68,6 +76,7 @@ __all__ = [
     "InvalidPromptAudio",
     "InvalidRequest",
     "OutputTooLarge",
+    "Stalled",
     "TTSError",
     "TextTooLong",
     "UnknownSpeaker",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-MarkType = Literal["sentence", "ssml"]
+MarkType = Literal["sentence", "ssml", "word"]
+# What a reply of marks alone gets unless it names its types: the exact ones (word marks are estimates).
 MARK_TYPES: tuple[MarkType, ...] = ("sentence", "ssml")
 LANGUAGE_TAGS = ("zh", "en", "ja", "yue", "ko")  # the model's <|xx|> language tags
 

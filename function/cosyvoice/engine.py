@@ -40,6 +40,7 @@ import numpy as np
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, UnknownSpeaker
 from function.core.options import EncodedPrompt, Mode, SynthesisOptions
+from function.core.progress import beat
 from function.core.script import Mark, Pause, SpeechMark, Spoken
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import SpeedMeter
@@ -117,6 +118,9 @@ class Engine:
         flow.time_grid(self.default_flow_steps)  # refuses a step count the flow cannot run, at load
         self.decode_rows = 1  # segments decoded as one batch, at most: see `batch_decode`
         self.shared_decoder: SharedDecoder | None = None
+        # The longest a request waits for its LLM thread's next token before it fails (Stalled): a bound
+        # on a wait for another thread, set by the deployment; None: no bound.
+        self.stall_seconds: float | None = None
 
     @classmethod
     def load(cls, artifact: Artifact, threads: int | None = None, flow_steps: int | None = None) -> Engine:
@@ -330,7 +334,9 @@ class Engine:
 
         samples = 0  # yielded so far, at the model's rate
         busy = 0.0  # while this generator runs, not while its consumer holds it (a slow client)
-        with RunAhead(speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm") as drawn:
+        with RunAhead(
+            speech_tokens(), RUN_AHEAD_TOKENS, name="cosyvoice-llm", patience=self.stall_seconds
+        ) as drawn:
             counted = _CountedTokens(drawn, deadline)
             own = iter(generators)
             resumed = time.perf_counter()
@@ -353,6 +359,7 @@ class Engine:
                     if isinstance(item, np.ndarray):
                         samples += item.size
                     busy += time.perf_counter() - resumed
+                    beat()
                     yield item
                     resumed = time.perf_counter()
             busy += time.perf_counter() - resumed
@@ -472,6 +479,7 @@ class _CountedTokens:
         token = next(self._drawn)
         if token is not None:
             self.tokens += 1
+        beat()
         return token
 
 

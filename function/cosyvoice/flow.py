@@ -24,6 +24,7 @@ from functools import cache
 
 import numpy as np
 
+from function.core.progress import beat
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR
 from function.cosyvoice.graphs import Graph, available_cpus
@@ -143,6 +144,7 @@ class Flow:
             t = t + dt
             if step < len(t_span) - 1:
                 dt = t_span[step + 1] - t
+            beat()  # a long segment's flow is the longest a request goes without a token or a chunk
         return x
 
     def _velocity(self, **batch: np.ndarray) -> np.ndarray:

@@ -64,35 +64,53 @@ class CacheMemory:
     In a virtual machine such as Lambda's the first touch of memory the process has not used before is slow:
     growing the cache into fresh arrays costs many decode steps, into reused ones far less. A growth takes a
     block before it gives the old one back, so `KEPT` blocks (the largest) serve one request at a time without
-    new memory once it has been as long before; more than that is given back to the allocator."""
+    new memory once it has been as long before; more than that is given back to the allocator.
+
+    The lock is held only over index loops and list operations that create no Python object the garbage
+    collector tracks (no comprehension, generator, lambda or slice), so no collection runs under it: one
+    would finalise other requests' abandoned generators on this thread, and their cleanup must never
+    meet this lock held."""
 
     KEPT = 4  # two kinds (keys and values, position rows) in the current and the previous size
 
     def __init__(self) -> None:
-        self._free: list[np.ndarray] = []
+        self._free: list[np.ndarray] = []  # largest first
         self._lock = threading.Lock()
 
     def take(self, shape: tuple[int, ...]) -> np.ndarray:
         """An array of `shape`, contents undefined: the smallest kept block that holds it, or a new one."""
         size = prod(shape)
+        block = None
         with self._lock:
-            # kept largest first: the last one that holds `size` is the smallest that does
-            index = next((i for i in reversed(range(len(self._free))) if self._free[i].size >= size), None)
-            block = self._free.pop(index) if index is not None else np.empty(size, dtype=np.float32)
+            for index in range(len(self._free) - 1, -1, -1):  # the first from the end: the smallest
+                if self._free[index].size >= size:
+                    block = self._free.pop(index)
+                    break
+        if block is None:
+            block = np.empty(size, dtype=np.float32)
         return block[:size].reshape(shape)
 
     def give(self, array: np.ndarray) -> None:
         """Return an array `take` handed out; the largest `KEPT` blocks are kept for the next ones."""
         block = array.base if array.base is not None else array
+        size = block.size
         with self._lock:
-            self._free.append(block)
-            self._free.sort(key=lambda kept: kept.size, reverse=True)
-            del self._free[self.KEPT :]
+            place = len(self._free)
+            for index in range(len(self._free)):
+                if self._free[index].size < size:
+                    place = index
+                    break
+            self._free.insert(place, block)
+            while len(self._free) > self.KEPT:
+                self._free.pop()
 
     @property
     def kept_bytes(self) -> int:
+        total = 0
         with self._lock:
-            return sum(block.nbytes for block in self._free)
+            for index in range(len(self._free)):
+                total += self._free[index].nbytes
+        return total
 
 
 class DecoderCache:

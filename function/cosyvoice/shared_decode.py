@@ -86,11 +86,9 @@ class SharedDecoder:
                 following = next(pending, None)
                 if following is not None:
                     ahead.append(self._submit(following, owner))
-        finally:
+        finally:  # may run in a finaliser: it only sets flags, which the decoding thread reads each turn
             for ticket in ahead:
                 ticket.cancelled = True
-            with self._changed:
-                self._changed.notify()
 
     def _submit(self, segment: LLMInput, owner: object) -> _Ticket:
         ticket = _Ticket(segment, owner)

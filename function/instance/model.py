@@ -100,9 +100,10 @@ def _runtime_import() -> None:
     startup.STARTUP.lap("runtime_import")
 
 
-def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
+def build_engine(settings: Settings, verify_hashes: bool = False) -> Engine:
+    """An engine as the deployment's settings describe it: the one way every edge builds one (the
+    process's model below, `python -m function synth`), so each honours the same settings."""
     from function.cosyvoice.engine import Engine
-    from function.cosyvoice.frontend import preload_normalizer
     from function.instance.loader import open_artifact
 
     with startup.STARTUP.phase("artifact_fetch"):
@@ -110,6 +111,14 @@ def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
     with startup.STARTUP.phase("session_creation"):
         engine = Engine.load(artifact, settings.threads, settings.flow_steps)
         engine.batch_decode(settings.decode_batch)
+    engine.stall_seconds = settings.stall_seconds
+    return engine
+
+
+def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
+    from function.cosyvoice.frontend import preload_normalizer
+
+    engine = build_engine(settings, verify_hashes)
     if warm_up:
         with startup.STARTUP.phase("warm_up"):
             engine.warm_up()
@@ -121,4 +130,4 @@ def _create(settings: Settings, warm_up: bool, verify_hashes: bool) -> Engine:
     return engine
 
 
-__all__ = ["get_engine", "loaded_engine", "start_loading"]
+__all__ = ["build_engine", "get_engine", "loaded_engine", "start_loading"]

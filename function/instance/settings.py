@@ -47,7 +47,13 @@ COSYVOICE_MAX_CONCURRENT        syntheses at once under `serve` (function.api.ad
 COSYVOICE_MAX_QUEUED            synthesis requests waiting for one of those beyond which `serve` answers 429;
                                 default twice COSYVOICE_MAX_CONCURRENT
 COSYVOICE_DRAIN_SECONDS         how long `serve` waits on SIGTERM for accepted requests, running and queued,
-                                before cutting them: the longest request served; default 300
+                                before cutting them: the longest request served; the process has exited
+                                by then whatever a request is doing; default 300
+COSYVOICE_STALL_SECONDS         a synthesis that makes no progress (no speech token, flow step or chunk,
+                                nor a byte sent) for this long is failed and its slot given back
+                                (function.api.watchdog), and a request waits this long at most for its
+                                LLM thread; /healthz then fails while such work has not ended after as long
+                                again. Longer than the slowest flow step at full load; default 60
 COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
                                 but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
                                 or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
@@ -63,6 +69,12 @@ COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy
 COSYVOICE_VOICE_DIR             a directory (a volume) for saved voices (POST /v1/voices); default none:
                                 they go to the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/",
                                 and with neither the voice routes answer 503 voices_unavailable
+COSYVOICE_SIGV4_KEYS            key pairs Polly's SDKs sign with (/polly, function.api.sigv4), comma-separated
+                                ACCESS_KEY_ID:SECRET; default none: every /polly request is refused 403
+COSYVOICE_SIGV4_KEYS_FILE       a file of such pairs, one a line (a mounted secret), read at start; its
+                                pairs join COSYVOICE_SIGV4_KEYS'
+COSYVOICE_POLLY_VOICES          Polly voice names → built-in speakers, "Joanna=中文女,Brian=英文男": changes
+                                or adds entries of function.voices.polly.DEFAULT_POLLY_VOICES; default ""
 """
 
 from __future__ import annotations
@@ -73,6 +85,7 @@ from dataclasses import dataclass, field
 
 from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
 from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
+from function.voices.polly import DEFAULT_POLLY_VOICES, parse_polly_voices
 
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -84,6 +97,7 @@ DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis at full siz
 DEFAULT_DECODE_BATCH = 1
 DEFAULT_JOB_PART_SECONDS = 150  # a part's speech: ~230 s of synthesis at the measured int8 speed
 DEFAULT_JOB_PARALLEL = 16  # parts of one job in flight: below template.yaml's QueueMaxConcurrency
+DEFAULT_STALL_SECONDS = 60  # a flow step of a long segment on a loaded instance takes seconds, not a minute
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
 
@@ -112,12 +126,16 @@ class Settings:
     max_concurrent: int | None = None  # None: one synthesis per `threads` CPUs (function.api.admission)
     max_queued: int | None = None  # None: twice max_concurrent
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
+    stall_seconds: int = DEFAULT_STALL_SECONDS
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
     job_part_seconds: int = DEFAULT_JOB_PART_SECONDS  # speech per part of a job
     job_parallel: int = DEFAULT_JOB_PARALLEL  # parts of one job in flight at once
     job_topic_arn: str | None = None  # SNS topic told of each job's end
+    # Polly's API (/polly): access key id → secret it verifies SigV4 with (none: refused), its voice names
+    sigv4_keys: Mapping[str, str] = field(default_factory=dict)
+    polly_voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLLY_VOICES))
 
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
@@ -142,6 +160,10 @@ class Settings:
             voices = parse_voices(env.get("COSYVOICE_VOICES", ""))
         except VoiceTableError as exc:
             raise SettingsError(f"COSYVOICE_VOICES: {exc}") from None
+        try:
+            polly_voices = parse_polly_voices(env.get("COSYVOICE_POLLY_VOICES", ""))
+        except VoiceTableError as exc:
+            raise SettingsError(f"COSYVOICE_POLLY_VOICES: {exc}") from None
         return cls(
             artifact=artifact,
             output_bucket=env.get("COSYVOICE_OUTPUT_BUCKET", "").strip() or None,
@@ -162,12 +184,15 @@ class Settings:
             max_concurrent=_optional_int(env, "COSYVOICE_MAX_CONCURRENT", 1),
             max_queued=_optional_int(env, "COSYVOICE_MAX_QUEUED", 0),
             drain_seconds=_int(env, "COSYVOICE_DRAIN_SECONDS", DEFAULT_DRAIN_SECONDS, 0),
+            stall_seconds=_int(env, "COSYVOICE_STALL_SECONDS", DEFAULT_STALL_SECONDS, 1),
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
             job_part_seconds=_int(env, "COSYVOICE_JOB_PART_SECONDS", DEFAULT_JOB_PART_SECONDS, 1),
             job_parallel=_int(env, "COSYVOICE_JOB_PARALLEL", DEFAULT_JOB_PARALLEL, 1),
             job_topic_arn=env.get("COSYVOICE_JOB_TOPIC_ARN", "").strip() or None,
+            sigv4_keys=_sigv4_keys(env),
+            polly_voices=polly_voices,
         )
 
 
@@ -180,21 +205,44 @@ def _flow_steps(env: Mapping[str, str]) -> int | None:
     return steps
 
 
-def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    keys = env.get("COSYVOICE_API_KEYS", "").split(",")
-    path = env.get("COSYVOICE_API_KEYS_FILE", "").strip()
+def _listed(env: Mapping[str, str], name: str, what: str, if_none: str) -> tuple[str, ...]:
+    """The comma-separated items of `name` and the lines of the file `name`_FILE names, once each; a
+    file without any is refused (`if_none` says what would follow)."""
+    items = env.get(name, "").split(",")
+    path = env.get(f"{name}_FILE", "").strip()
     if path:
         try:
             with open(path, encoding="utf-8") as file:
-                keys += file.read().splitlines()
+                items += file.read().splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} cannot be read: {exc}") from None
-        if not any(key.strip() for key in keys):
-            raise SettingsError(f"COSYVOICE_API_KEYS_FILE={path!r} holds no key: the API would be open")
-    found = tuple(dict.fromkeys(key.strip() for key in keys if key.strip()))
+            raise SettingsError(f"{name}_FILE={path!r} cannot be read: {exc}") from None
+        if not any(item.strip() for item in items):
+            raise SettingsError(f"{name}_FILE={path!r} holds no {what}: {if_none}")
+    return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+
+
+def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    found = _listed(env, "COSYVOICE_API_KEYS", "key", "the API would be open")
     if any(not key.isascii() or not key.isprintable() for key in found):
         raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
     return found
+
+
+def _sigv4_keys(env: Mapping[str, str]) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in _listed(env, "COSYVOICE_SIGV4_KEYS", "key pair", "Polly's API would be off"):
+        key_id, sep, secret = (part.strip() for part in item.partition(":"))
+        if not sep or not key_id or not secret:
+            raise SettingsError("a COSYVOICE_SIGV4_KEYS entry is not ACCESS_KEY_ID:SECRET")
+        if not (key_id.isascii() and key_id.isalnum()) or not (secret.isascii() and secret.isprintable()):
+            raise SettingsError(
+                f"SigV4 key {key_id[:4]}…: the id must be ASCII letters and digits,"
+                " the secret printable ASCII"
+            )
+        if pairs.get(key_id, secret) != secret:
+            raise SettingsError(f"SigV4 access key id {key_id!r} is given two secrets")
+        pairs[key_id] = secret
+    return pairs
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:

@@ -5,7 +5,9 @@ are imported), so the first request finds it ready and /readyz is true from the 
 not size-capped here, and `stream: true` is sent chunked.
 
 SIGTERM drains (function.local.drain): no new connections, up to COSYVOICE_DRAIN_SECONDS for the requests
-already accepted (running, or queued by function.api.admission) to finish, then exit 0.
+already accepted (running, or queued by function.api.admission) to finish, then exit 0; by then the
+process has exited whatever a request is doing. A synthesis that makes no progress for
+COSYVOICE_STALL_SECONDS is failed by the watchdog (function.api.watchdog), which /healthz reports.
 """
 
 from __future__ import annotations
@@ -42,19 +44,22 @@ def main(args: argparse.Namespace) -> int:
 
     from function.api.admission import get_admission
     from function.api.app import app
+    from function.api.watchdog import Watchdog
     from function.local.drain import DrainingServer
 
     get_engine()
     STARTUP.emit("init")
+    settings = get_settings()
+    admission = get_admission()
+    admission.watchdog = Watchdog(settings.stall_seconds)
     config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
         h11_max_incomplete_event_size=HEAD_READ_LIMIT,
-        timeout_graceful_shutdown=get_settings().drain_seconds,
     )
-    DrainingServer(config, get_admission()).run()
+    DrainingServer(config, admission, settings.drain_seconds).run()
     return 0
 
 

@@ -1,8 +1,10 @@
 """Speech marks on the wire: Polly's JSON lines, WebVTT captions, and a stream that sends each mark
 before the audio it describes.
 
-Marks are `sentence` (where each spoken piece starts) and `ssml` (each `<mark>`); word-level marks are not
-offered: the model has no alignment between its text and its audio, and an estimate would be a guess.
+Marks are `sentence` (where each spoken piece starts), `ssml` (each `<mark>`) and `word`: the model has no
+alignment between its text and its audio, so word marks are estimates placed inside their piece's exact
+span (function.markup.words), and a piece's word marks are known once its audio has ended: a stream sends
+them after that audio, before the next piece's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TypeVar
 import numpy as np
 
 from function.core.script import MarkType, SpeechMark
+from function.markup.words import word_marks
 
 Item = TypeVar("Item", np.ndarray, np.ndarray | SpeechMark)
 MARKS_MEDIA_TYPE = "application/x-ndjson"
@@ -24,7 +27,9 @@ VTT_MEDIA_TYPE = "text/vtt"
 
 class MarkCollector:
     """Splits the engine's items (function.cosyvoice.engine.Engine.speak): the audio passes on,
-    the marks of the chosen types are kept, and `duration_ms` counts the audio seen."""
+    the marks of the chosen types are kept, and `duration_ms` counts the audio seen. With `word` marks,
+    a piece's are placed when its audio ends (the next mark, or the end of the audio): it ends at its
+    last non-silent sample, so a break after it is not counted in its span."""
 
     def __init__(
         self, items: Iterable[np.ndarray | SpeechMark], types: Sequence[MarkType], rate: int
@@ -34,15 +39,31 @@ class MarkCollector:
         self._rate = rate
         self._samples = 0
         self.marks: list[SpeechMark] = []
+        self._words = "word" in self._types
+        self._piece: SpeechMark | None = None  # the sentence whose audio is being drawn (word marks)
+        self._voiced = 0  # samples up to the last non-silent one
 
     def audio(self) -> Iterator[np.ndarray]:
         for item in self._items:
             if isinstance(item, SpeechMark):
+                self._place_words()
+                if self._words and item.type == "sentence":
+                    self._piece = item
                 if item.type in self._types:
                     self.marks.append(item)
             else:
+                if self._words:
+                    voiced = np.flatnonzero(item)
+                    if voiced.size:
+                        self._voiced = self._samples + int(voiced[-1]) + 1
                 self._samples += item.size
                 yield item
+        self._place_words()
+
+    def _place_words(self) -> None:
+        if self._piece is not None:
+            self.marks += word_marks(self._piece, round(self._voiced * 1000 / self._rate))
+            self._piece = None
 
     @property
     def samples(self) -> int:

@@ -11,7 +11,7 @@ import base64
 import binascii
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from function.core.errors import InvalidPromptAudio, InvalidRequest
 from function.core.formats import FORMATS
@@ -70,7 +70,11 @@ class SpeechRequest(BaseModel):
     )
     text_type: Literal["text", "ssml"] = Field("text", description="ssml: text is a <speak> document.")
     speech_marks: list[MarkType] = Field(
-        [], description="Speech mark types to return with the audio (sentence, ssml); no word marks."
+        [],
+        description=(
+            "Speech mark types to return with the audio: sentence, ssml, and word (estimated: the model"
+            " has no alignment, so each word is placed inside its sentence by its expected length)."
+        ),
     )
     marks_only: bool = Field(False, description="Reply with the speech marks alone, as JSON lines.")
 
@@ -115,6 +119,13 @@ class JobRequest(SpeechRequest):
     id: str | None = Field(
         None, pattern=JOB_ID_PATTERN, description="Job id (idempotency key); default: a fresh one."
     )
+
+    @field_validator("speech_marks")
+    @classmethod
+    def _no_word_marks(cls, types: list[MarkType]) -> list[MarkType]:
+        if "word" in types:  # a job's worker collects the exact types only
+            raise ValueError("word marks are given by synchronous requests only (POST /v1/tts), not by jobs")
+        return types
 
 
 class SpeechJob(JobRequest):

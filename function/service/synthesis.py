@@ -16,7 +16,9 @@ collected on the way:
 
 The edge then writes what it got in its own wire format (function.api.app, function.awslambda.events,
 function.jobs.worker, function.cli.synth); no edge calls the engine, resolves a voice, encodes or checks a
-size itself.
+size itself. An edge that stops reading before the end (a client that hung up) calls `close`, on its own
+thread, at once: the engine's threads are told to stop then, not whenever the garbage collector finds
+what the edge dropped.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class Synthesis:
         self._mark_types = tuple(mark_types)
         # Replaced by each run of the engine (`audio`); until then, nothing drawn and no marks.
         self._collector = MarkCollector((), self._mark_types, engine.sample_rate)
+        self._speaking: Iterator[np.ndarray | SpeechMark] | None = None  # the engine's current run
 
     @property
     def headers(self) -> dict[str, str]:
@@ -207,9 +210,17 @@ class Synthesis:
         audio they have in the whole and the pauses and marks they carry (a job's part, whose marks
         count from its own start); `deadline`: instead of the request's (a job's share of it)."""
         utterance = self.utterance if only is None else self.utterance.part(only)
-        items = self.engine.speak(utterance, deadline or self.deadline)
-        self._collector = MarkCollector(items, self._mark_types, self.engine.sample_rate)
+        self._speaking = self.engine.speak(utterance, deadline or self.deadline)
+        self._collector = MarkCollector(self._speaking, self._mark_types, self.engine.sample_rate)
         return self._collector.audio()
+
+    def close(self) -> None:
+        """Stop the engine's run where it is (its LLM thread is told to stop); nothing more is drawn.
+        Idempotent, and a no-op once the run has ended. Not while another thread draws from it."""
+        if self._speaking is not None:
+            close = getattr(self._speaking, "close", None)
+            if close is not None:
+                close()
 
     def pieces(self) -> Iterator[bytes]:
         """Encoded audio as it is made. Drawn up to the first audio now, so an error in the request
@@ -219,12 +230,18 @@ class Synthesis:
     def whole(self) -> bytes | Written:
         """The whole file when it fits the allowance; else, where the edge may spill, the object written;
         else OutputTooLarge (see `reply_audio`)."""
-        return reply_audio(self.options, self.output, self.audio(), self.allowance)
+        try:
+            return reply_audio(self.options, self.output, self.audio(), self.allowance)
+        finally:
+            self.close()
 
     def drain(self) -> None:
         """Run the audio to its end and drop it: its marks are then all collected."""
-        for _ in self.audio():
-            pass
+        try:
+            for _ in self.audio():
+                pass
+        finally:
+            self.close()
 
     def reply(self, marks_only: bool = False) -> dict[str, Any]:
         """A JSON reply: the audio base64 (or where it was written) and the speech marks when any type

@@ -12,6 +12,10 @@ every object written once:
     deleted.json            written by DELETE (which removes the rest): a request naming the voice is then
                             told it is gone instead of that it is unknown
 
+Ids are `voice_` + 32 hex digits, or, for a voice made through Polly's CreateVoice
+(function.api.polly_routes), `vc-` + 29 (Polly's custom voice ids: at most 32 characters): one library, so
+either kind is usable wherever a speaker is named.
+
 An instance keeps the features of recently used voices in memory (at most CACHE_VOICES); the SnapStart
 before-snapshot hook empties that, so no restored clone serves a voice deleted since the snapshot.
 """
@@ -39,7 +43,8 @@ from function.cosyvoice.prompt import PromptFeatures, decode_prompt
 if TYPE_CHECKING:
     from function.cosyvoice.engine import Engine
 
-VOICE_ID = re.compile(r"^voice_[0-9a-f]{32}$")  # 128 random bits: unguessable, and safe in a key
+# 128 (or Polly's form: 116) random bits: unguessable, and safe in a key
+VOICE_ID = re.compile(r"^(?:voice_[0-9a-f]{32}|vc-[0-9a-f]{29})$")
 CACHE_VOICES = 32  # features held per instance: a 30 s prompt's mel is ~0.8 MB
 MAX_NAME_CHARS = 100
 _RECORD, _RECORDING, _DELETED = "voice.json", "recording", "deleted.json"
@@ -74,6 +79,7 @@ class SavedVoice:
     duration_seconds: float
     transcript: str | None  # None: the voice speaks cross-lingually
     artifact: str  # the manifest sha256 of the artifact it was first extracted with
+    language: str | None = None  # the Polly language code it was created with (CreateVoice)
 
     def describe(self) -> dict[str, Any]:
         """The API's view (POST's 201, GET): the transcript only as whether there is one."""
@@ -162,20 +168,30 @@ class VoiceLibrary:
         self._cache_voices = cache_voices
         self._lock = threading.Lock()
 
-    def create(self, name: str, audio: bytes, transcript: str | None, engine: Engine) -> SavedVoice:
-        """Check and extract the recording once (the same 4xx errors as an inline prompt_audio), store it."""
+    def create(
+        self,
+        name: str,
+        audio: bytes,
+        transcript: str | None,
+        engine: Engine,
+        language: str | None = None,
+        polly_id: bool = False,
+    ) -> SavedVoice:
+        """Check and extract the recording once (the same 4xx errors as an inline prompt_audio), store it.
+        `polly_id`: an id in Polly's form (vc-...), for CreateVoice."""
         name = name.strip()
         if not name or len(name) > MAX_NAME_CHARS:
             raise InvalidRequest(f"name must be 1 to {MAX_NAME_CHARS} characters")
         samples, rate = decode_prompt(audio)
         features = engine.encode_prompt(audio, transcript)
         voice = SavedVoice(
-            id=f"voice_{secrets.token_hex(16)}",
+            id=f"vc-{secrets.token_hex(15)[:29]}" if polly_id else f"voice_{secrets.token_hex(16)}",
             name=name,
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             duration_seconds=round(len(samples) / rate, 3),
             transcript=transcript or None,
             artifact=engine.artifact.manifest_sha256,
+            language=language,
         )
         folder = f"{voice.id}/"
         self.objects.write(folder + _RECORDING, audio)

@@ -34,9 +34,10 @@ class VoiceTableError(ValueError):
     """A voice table setting that cannot be read."""
 
 
-def parse_voices(text: str) -> dict[str, str]:
-    """'alloy=中文女, onyx=中文男' → DEFAULT_VOICES with those entries changed or added; '' → the default."""
-    table = dict(DEFAULT_VOICES)
+def parse_voices(text: str, defaults: Mapping[str, str] = DEFAULT_VOICES) -> dict[str, str]:
+    """'alloy=中文女, onyx=中文男' → `defaults` (OpenAI's names) with those entries changed or added; '' →
+    the defaults."""
+    table = dict(defaults)
     seen: set[str] = set()
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, speaker = (part.strip() for part in item.partition("="))

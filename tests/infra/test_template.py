@@ -553,3 +553,20 @@ def test_the_flow_steps_parameter_is_the_functions_default_within_the_options_ra
     parameter = TEMPLATE["Parameters"]["FlowSteps"]
     assert parameter["Default"] == 10  # v1's: unchanged audio unless the operator chooses
     assert (parameter["MinValue"], parameter["MaxValue"]) == (MIN_FLOW_STEPS, MAX_FLOW_STEPS)
+
+
+@pytest.mark.parametrize("secret", ["", "cosyvoice/polly-keys"])
+def test_pollys_routes_are_open_at_the_gateway_only_with_key_pairs_from_secrets_manager(secret: str):
+    rendered = render(TEMPLATE, {**REQUIRED, "ApiAuth": "iam", "PollyKeysSecret": secret})
+    (function,) = rendered.of_type("AWS::Lambda::Function").values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    routes = rendered.of_type("AWS::ApiGatewayV2::Route")
+    unauthorised = {
+        r["Properties"]["RouteKey"] for r in routes.values() if r["Properties"]["AuthorizationType"] == "NONE"
+    }
+    if not secret:
+        assert "COSYVOICE_SIGV4_KEYS" not in variables and unauthorised == {"GET /healthz"}
+        return
+    assert unauthorised == {"GET /healthz", "ANY /polly/{proxy+}"}
+    assert variables["COSYVOICE_SIGV4_KEYS"] == "{{resolve:secretsmanager:cosyvoice/polly-keys:SecretString}}"
+    assert rendered.outputs["PollyEndpoint"]["Value"].endswith(".amazonaws.com/polly")

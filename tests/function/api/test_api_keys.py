@@ -100,3 +100,10 @@ def test_a_missing_or_empty_key_file_is_a_settings_error_not_an_open_api(tmp_pat
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(SettingsError, match="holds no key"):
         Settings.from_env({"COSYVOICE_ARTIFACT": "x", "COSYVOICE_API_KEYS_FILE": str(tmp_path / "empty")})
+
+
+@pytest.mark.parametrize("path", ["/polly/v1/speech", "/polly"])
+def test_pollys_api_is_left_to_its_signature_check(path: str) -> None:
+    status, _, _, inner = call(path, {})  # function.api.sigv4 checks it, inside
+    assert status == 200 and inner.calls == 1
+    assert call("/pollyx", {})[0] == 401

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import soundfile
@@ -18,6 +19,7 @@ import soundfile
 from function.audio.encode import iter_encode
 from function.cli.synth import write_audio
 from function.core.formats import Output
+from tests.function.support import serving
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEAKER = "英文女"
@@ -25,12 +27,14 @@ TEXT = "Hello there, how are you today?"
 WAV = Output.of("wav", 22050)
 
 
-def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str | Path, cwd: Path, **settings: str) -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if not name.startswith("COSYVOICE_")},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        **settings,
     }
-    env.pop("COSYVOICE_ARTIFACT", None)
+    if "COSYVOICE_WHISPER_ASSETS" in os.environ:
+        env["COSYVOICE_WHISPER_ASSETS"] = os.environ["COSYVOICE_WHISPER_ASSETS"]
     return subprocess.run(
         [sys.executable, "-m", "function", *map(str, args)],
         cwd=cwd,
@@ -41,8 +45,10 @@ def cli(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def synth(artifact: Path, output: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return cli("synth", "--artifacts", artifact, "-o", output, *args, cwd=output.parent)
+def synth(
+    artifact: Path, output: Path, *args: str | Path, **settings: str
+) -> subprocess.CompletedProcess[str]:
+    return cli("synth", "--artifacts", artifact, "-o", output, *args, cwd=output.parent, **settings)
 
 
 def voiced_wav(seconds: float, rate: int = 16000) -> bytes:
@@ -242,3 +248,52 @@ def test_write_audio_failing_midway_keeps_the_old_file_and_leaves_no_temporary(t
     write_audio(output, iter_encode([np.full(100, 0.5, dtype=np.float32)], WAV), WAV)
     audio, rate = soundfile.read(output, dtype="float32")
     assert rate == 22050 and len(audio) == 100 and np.allclose(audio, 0.5, atol=1e-4)
+
+
+# Two segments on the tiny model, so that a decode batch of two rows has two to decode.
+TWO_SEGMENTS = " ".join(
+    f"Sentence {i} of a longer request, which goes on for a while before it stops." for i in range(8)
+)
+DEPLOYMENT = {"COSYVOICE_FLOW_STEPS": "5", "COSYVOICE_DECODE_BATCH": "2", "COSYVOICE_THREADS": "1"}
+
+
+def test_synth_builds_its_engine_from_the_deployments_settings_as_serve_does(
+    tiny_artifact: Path, tmp_path: Path
+) -> None:
+    spoken = ["--speaker", SPEAKER, "--text", TWO_SEGMENTS, "--seed", "7"]
+    with serving(str(tiny_artifact), tmp_path / "server.log", **DEPLOYMENT) as url:
+        body = {"text": TWO_SEGMENTS, "speaker": SPEAKER, "seed": 7, "format": "wav"}
+        served = httpx.post(f"{url}/v1/tts", json=body, timeout=300)
+    assert served.status_code == 200, served.text
+    assert served.headers["x-flow-steps"] == "5"
+
+    runs = {}
+    for name, args, settings in (
+        ("deployment", [], DEPLOYMENT),
+        ("flag", ["--flow-steps", "5"], {"COSYVOICE_THREADS": "1"}),
+        ("default", [], {"COSYVOICE_THREADS": "1"}),
+    ):
+        result = synth(tiny_artifact, tmp_path / f"{name}.wav", *spoken, *args, **settings)
+        assert result.returncode == 0, result.stderr
+        runs[name] = (tmp_path / f"{name}.wav").read_bytes()
+    assert runs["deployment"] == served.content  # the same settings and seed: the same audio
+    assert runs["flag"] == runs["deployment"]  # --flow-steps is the request's own choice of the same
+    assert runs["default"] != runs["deployment"]  # the settings took effect: v1's 10 steps differ
+
+
+@pytest.mark.parametrize(
+    ("args", "settings", "message"),
+    [
+        (["--flow-steps", "11"], {}, "flow_steps must be an integer from 2 to 10"),
+        ([], {"COSYVOICE_DECODE_BATCH": "many"}, "COSYVOICE_DECODE_BATCH='many' is not an integer"),
+        (["--threads", "0"], {}, "--threads 0 is below its minimum 1"),
+    ],
+)
+def test_synth_refuses_bad_settings_in_one_line(
+    tiny_artifact: Path, tmp_path: Path, args: list[str], settings: dict[str, str], message: str
+) -> None:
+    output = tmp_path / "out.wav"
+    result = synth(tiny_artifact, output, "--speaker", SPEAKER, "--text", TEXT, *args, **settings)
+    assert result.returncode == 2 and not output.exists()
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"function: error: {message}"), result.stderr

@@ -1,7 +1,10 @@
-"""The engine's audio for the engine tests: `Engine.prepare` then `Engine.speak`, marks dropped."""
+"""The engine's audio for the engine tests: `Engine.prepare` then `Engine.speak`, marks dropped; and
+whether the LLM threads a request started have ended."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,4 +21,15 @@ def spoken(
     return audio_only(engine.speak(engine.prepare(options), deadline))
 
 
-__all__ = ["spoken"]
+def llm_threads_end(seconds: float = 30.0) -> bool:
+    """Whether every LLM thread ends within `seconds`: a request that ended, however, tells its thread to
+    stop, and it stops at its next token by itself."""
+    ends = time.monotonic() + seconds
+    while any(thread.name == "cosyvoice-llm" for thread in threading.enumerate()):
+        if time.monotonic() > ends:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+__all__ = ["llm_threads_end", "spoken"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from function.core.options import SynthesisOptions
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.budget import OverBudget, SpeedMeter, expected_speech_seconds
 from function.cosyvoice.engine import Engine, audio_only
-from tests.function.cosyvoice.speaking import spoken
+from tests.function.cosyvoice.speaking import llm_threads_end, spoken
 
 SPEAKER = "英文女"
 TEXT = "Sentence number one is here. Sentence number two is here as well, and a third one follows it."
@@ -120,7 +119,7 @@ def test_synthesis_stops_at_the_deadline_and_leaves_no_thread(
         list(spoken(engine, options, deadline))
     assert deadline.checks == [deadline.passes_at]  # stopped at the check where it passed, no later
     assert whole > 4 * deadline.passes_at  # far from the end of the text
-    assert not [thread for thread in threading.enumerate() if thread.name == "cosyvoice-llm"]
+    assert llm_threads_end()
     monkeypatch.undo()
     assert engine.synthesize(options).size > 0  # and the engine serves the next request
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from function.cosyvoice.run_ahead import RunAhead
+from function.core.errors import Stalled
+from function.cosyvoice.run_ahead import RunAhead, stuck_producers
 
 
 def test_yields_the_source_in_order_on_another_thread() -> None:
@@ -77,8 +78,8 @@ def test_closing_early_stops_the_producer_and_runs_its_cleanup() -> None:
     run_ahead = RunAhead(source, limit=3)
     iterator = iter(run_ahead)
     assert [next(iterator), next(iterator)] == [1, 2]
-    run_ahead.close()
-    assert finished.is_set()  # close() joined the producer, whose generator was closed
+    run_ahead.close()  # returns at once: the producer stops at its next item
+    assert run_ahead.wait(30) and finished.is_set()  # its generator was closed on its own thread
     assert next(source, None) is None and drawn <= 2 + 3 + 1  # closed: it draws nothing more
 
 
@@ -125,4 +126,42 @@ def test_closing_a_held_producer_stops_it() -> None:
     next(iter(run_ahead))
     with run_ahead.hold():
         run_ahead.close()  # the client went away while the first chunk was being made
+        assert run_ahead.wait(30)  # stopped while still held
     assert finished.is_set()
+
+
+def test_close_returns_at_once_and_a_producer_that_does_not_stop_is_counted() -> None:
+    busy, release = threading.Event(), threading.Event()
+
+    def stuck() -> Iterator[int]:
+        yield 1
+        busy.set()
+        release.wait(30)  # a draw that does not end (a stage that stopped answering)
+        yield 2
+
+    run_ahead = RunAhead(stuck(), limit=1, name="stuck-producer")
+    next(iter(run_ahead))
+    assert busy.wait(30)
+    run_ahead.close()  # would wait for good if close joined
+    assert not run_ahead.wait(0.05)
+    stuck_while_drawing = stuck_producers(0.0)
+    assert stuck_while_drawing >= 1  # told to stop, still running
+    release.set()
+    assert run_ahead.wait(30)
+    assert stuck_producers(0.0) == stuck_while_drawing - 1  # once it ends, no longer counted
+
+
+def test_a_consumer_waits_for_an_item_at_most_its_patience() -> None:
+    release = threading.Event()
+
+    def silent() -> Iterator[int]:
+        yield 1
+        release.wait(30)
+        yield 2
+
+    with RunAhead(silent(), limit=1, patience=0.2) as items:
+        iterator = iter(items)
+        assert next(iterator) == 1
+        with pytest.raises(Stalled, match="drew nothing for 0.2 s"):
+            next(iterator)
+        release.set()

@@ -229,8 +229,9 @@ def test_readiness_reports_loading_saturation_and_draining(monkeypatch: pytest.M
     assert code() == "draining"
 
 
-# POST routes that synthesise nothing, so need no slot: a job's submission stores it and queues a message.
-UNADMITTED_POSTS = {"/v1/jobs"}
+# POST routes that synthesise nothing, so need no slot: a job's submission stores it and queues a message
+# (Polly's StartSpeechSynthesisTask is one).
+UNADMITTED_POSTS = {"/v1/jobs", "/polly/v1/synthesisTasks"}
 
 
 def test_every_post_route_of_the_app_is_a_synthesis_route_under_admission() -> None:
@@ -363,3 +364,22 @@ def test_sigterm_drains_the_accepted_requests_and_exits_0(artifact_location: str
             client.join(timeout=60)
     assert [r.status_code for r in results] == [200, 200], [r.text for r in results]
     assert all(r.content[:4] == b"RIFF" for r in results)
+
+
+def test_the_drain_has_a_hard_end_whatever_a_request_is_doing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn cuts what runs at the end of its graceful timeout, but a synthesis thread that does not
+    return would keep the process alive: `drain_seconds` after SIGTERM it exits regardless."""
+    import uvicorn
+
+    from function.local import drain as drain_module
+
+    exited: list[int] = []
+    ended = threading.Event()
+    monkeypatch.setattr(drain_module.os, "_exit", lambda status: (exited.append(status), ended.set()))
+    limit = Admission(capacity=1, max_queued=0)
+    limit.in_flight = 1  # a request that never ends
+    server = drain_module.DrainingServer(uvicorn.Config(FastAPI()), limit, drain_seconds=0.3)
+    assert server.config.timeout_graceful_shutdown == 0  # uvicorn cuts requests first
+    server.handle_exit(signal.SIGTERM, None)
+    assert limit.draining and server.should_exit
+    assert ended.wait(30) and exited == [0]
