@@ -46,9 +46,10 @@ def seconds_needed(output: Output, audio_seconds: float) -> float:
 def join_audio(job: Job, output: Output, sizes: list[int]) -> None:
     """Write the audio object from the parts of these byte `sizes` (0, 1, … in order), once."""
     header = wav_header(output.rate, sum(sizes)) if output.name == "wav" else b""
-    if copies_parts(output) and len(sizes) > 1 and s3.joinable(sizes):
-        first = header + store.read_part(job, 0)
-        sources = [job.part_key(index) for index in range(1, len(sizes))]
+    voiced = [index for index, size in enumerate(sizes) if size > 0]  # S3 copies no empty object
+    if copies_parts(output) and len(voiced) > 1 and s3.joinable([sizes[index] for index in voiced]):
+        first = header + store.read_part(job, voiced[0])
+        sources = [job.part_key(index) for index in voiced[1:]]
         s3.join(job.bucket, job.key, first, sources, output, job.id)
         return
     pieces: Iterable[bytes]
