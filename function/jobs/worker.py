@@ -30,8 +30,9 @@ fails the job for good: the caller acks. Transient ones (S3, SQS, SNS, ours) bec
 Duplicates and crashes: parts, marks, the plan and the audio are write-once, and every segment draws
 from its own seed, so a part spoken twice is the same part. A delivery of a part another worker holds
 is handed back; one whose holder was killed takes the part over once its lease has run out. A finished
-part's message delivered again sends its successor again (a duplicate, harmless) and tries the join, so
-a worker killed between writing its part and sending the next loses nothing. The join happens once: the
+part's message delivered again sends its successor unless that is written already (a duplicate is
+harmless) and tries the join, so a worker killed between writing its part and sending the next loses
+nothing. The join happens once: the
 job's lease admits one joiner, the audio object is written once (If-None-Match), and the status's move
 to done is If-Match.
 """
