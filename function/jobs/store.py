@@ -315,8 +315,8 @@ def release(job: Job, state: str | None, held_until: float | None, **changes: An
 
 
 def take_lease(job: Job, until: float, clock: Callable[[], float] = time.time) -> bool:
-    """Hold the job as its running worker until `until` (on `clock`, time.time()): False if another
-    worker holds it (its lease has not run out) or the job is finished."""
+    """Hold the job as the worker joining its parts until `until` (on `clock`, time.time()): False if
+    another worker holds it (its lease has not run out) or the job is finished."""
 
     def taken(current: JobStatus) -> JobStatus | None:
         if current.final or current.held(clock()):
