@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from function.core.deadline import Deadline
+from function.core.deadline import Deadline, DeadlineExceeded
 from function.instance.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ class UntilStopped(Deadline):
     def expired(self) -> bool:
         return self.stop.is_set() or super().expired()
 
+    def check(self) -> None:
+        if self.stop.is_set():
+            raise DeadlineExceeded("the worker was asked to stop (SIGTERM): the part goes back to the queue")
+
 
 def consume(settings: Settings, stopping: threading.Event) -> None:
     """Work on the queue's messages one at a time until `stopping` is set. SQS refusing a receive or a
@@ -53,7 +57,7 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
     from function.jobs.batch import handle_record
 
     assert settings.job_queue_url is not None
-    deadline = UntilStopped(math.inf, "the worker was asked to stop (SIGTERM)", math.inf, stopping)
+    deadline = UntilStopped(math.inf, "none: a worker's part runs to its end", math.inf, stopping)
     while not stopping.is_set():
         try:
             received = sqs_client().receive_message(

@@ -241,6 +241,8 @@ def test_a_worker_stopped_mid_part_hands_it_back_and_exits_0(
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=60) == 0, deployment.logs()
         assert deployment.parts_written("text") == 0  # stopped part-way: nothing half written
+        noted = deployment.status("text")
+        assert noted is not None and "asked to stop (SIGTERM)" in noted["last_error"]["message"]
         deployment.start_worker()
         seen = deployment.wait_done(["text"])
         audio = deployment.result("text")["audio"]
