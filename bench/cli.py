@@ -2,6 +2,7 @@
 
     coldstart | speed | memory | lambda   measure, print tables, write results/<command>.json
     chunks                                the first streamed chunk's size, chunk by chunk (ours only)
+    fanout                                one long job on one queue worker vs several (moto S3/SQS)
     scaling                               RTF and first chunk at each thread count up to the CPUs (ours)
     decode-batch                          the LLM's decode step at one row and at several (ours only)
     load                                  health probes while `serve` is saturated (loopback)
@@ -117,6 +118,22 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     long_text.add_argument("--threads", type=int, default=None, help="intra-op threads (default: CPUs)")
     long_text.set_defaults(run=long_text_rows)
+    fanout = commands.add_parser("fanout", help="one long job on one queue worker vs several (moto)")
+    fanout.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="our artifact")
+    fanout.add_argument(
+        "--workers", default="1,2", help="worker counts, comma-separated, the first the baseline"
+    )
+    fanout.add_argument("--parts", type=int, default=8, help="about how many parts the job is split into")
+    fanout.add_argument("--threads", type=int, default=1, help="intra-op threads per worker (default 1)")
+    fanout.add_argument("--results", type=Path, default=BenchConfig().results)
+    fanout.add_argument(
+        "--project",
+        type=float,
+        default=None,
+        metavar="RTF",
+        help="no runs: project the Lambda table from this measured s per audio s (bench speed's RTF)",
+    )
+    fanout.set_defaults(run=fan_out)
     soak = commands.add_parser("soak", help="minutes of mixed traffic against `serve` (loopback)")
     soak.add_argument("--artifacts", type=Path, default=FULL / "artifact-int8", help="any artifact")
     soak.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
@@ -255,6 +272,36 @@ def _token_lists(text: str) -> list[tuple[int, ...]]:
     if any(size < 1 for sizes in lists for size in sizes):
         raise ValueError(text)
     return lists
+
+
+def fan_out(args: argparse.Namespace) -> int:
+    import json
+
+    from bench import fanout
+
+    if args.project is not None:
+        if args.project <= 0:
+            return fail("bench", "--project must be a positive real-time factor")
+        print(fanout.projection(args.project, f"{args.project:.2f} s per audio second, given").render())
+        return 0
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make bench builds one)")
+    try:
+        counts = [int(entry) for entry in args.workers.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1 or args.parts < 1 or args.threads < 1:
+        return fail("bench", "--workers must be worker counts and --parts, --threads at least 1")
+    table, results = fanout.run(args.artifacts.resolve(), counts, args.parts, args.threads)
+    print(table.render())
+    alone = results[0]
+    basis = f"the {alone['workers']}-worker run's {args.threads} thread(s), parts and S3 included"
+    print(fanout.projection(alone["wall_s"] / alone["audio_s"], basis).render())
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / "fanout.json").write_text(json.dumps(results, indent=2) + "\n")
+    if len({result["sha256"] for result in results}) != 1:
+        return fail("bench", "the runs made different audio: the job's result depends on its workers")
+    return 0
 
 
 def soak_server(args: argparse.Namespace) -> int:

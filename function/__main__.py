@@ -1,4 +1,4 @@
-"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify (the pattern is
+"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify, worker (the pattern is
 function.cli.base's)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ COMMANDS = (
     "function.cli.synth",
     "function.cli.speakers",
     "function.cli.verify",
+    "function.cli.worker",
 )
 
 

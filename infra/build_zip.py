@@ -120,7 +120,7 @@ UNUSED_DISTRIBUTIONS = {
 # botocore describes every AWS service (~28 MB of JSON), boto3 the resources of some; a client needs only
 # its own service's directory and the shared files at the top of data/. The function creates these
 # clients (function/aws/clients.py).
-AWS_SERVICES = frozenset({"s3", "sqs"})
+AWS_SERVICES = frozenset({"s3", "sqs", "sns"})
 _SERVICE_DATA = ("botocore/data", "boto3/data")
 
 

@@ -1,9 +1,9 @@
 """AWS clients, created on first use and dropped after a SnapStart restore.
 
 boto3 is slow to import (`python -X importtime -c "import boto3"`), so nothing imports it unless the
-deployment touches S3 or SQS. Connections made before a snapshot must not be trusted after restore (they
+deployment touches S3, SQS or SNS. Connections made before a snapshot must not be trusted after restore (they
 belong to another machine's sockets), hence `reset_clients()`. Endpoints come from the standard variables
-(AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SQS for a local server).
+(AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_SNS for a local server).
 """
 
 from __future__ import annotations
@@ -44,9 +44,13 @@ def sqs_client() -> Any:
     return _cached("sqs", lambda: _session().client("sqs", config=_config(4)))
 
 
+def sns_client() -> Any:
+    return _cached("sns", lambda: _session().client("sns", config=_config(4)))
+
+
 def reset_clients() -> None:
     with _lock:
         _clients.clear()
 
 
-__all__ = ["reset_clients", "s3_client", "sqs_client"]
+__all__ = ["reset_clients", "s3_client", "sns_client", "sqs_client"]

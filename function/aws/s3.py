@@ -20,6 +20,7 @@ from function.core.formats import Output
 
 PRESIGNED_URL_SECONDS = 3600
 PART_BYTES = 8 * 1024 * 1024  # multipart upload part (S3's minimum is 5 MiB); what store_stream holds
+MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest multipart part but the last
 _MISSING = ("404", "NoSuchKey", "NotFound")
 _PRECONDITION = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
 
@@ -164,6 +165,49 @@ def store_stream(
         raise
 
 
+def joinable(sizes: list[int]) -> bool:
+    """Whether objects of these sizes, in order, can be joined by `join` (S3's UploadPartCopy): every
+    part but the last at least MIN_PART_BYTES."""
+    return all(size >= MIN_PART_BYTES for size in sizes[:-1])
+
+
+def join(bucket: str, key: str, first: bytes, sources: list[str], output: Output, job_id: str) -> bool:
+    """Write `first` followed by the objects `sources` (keys in `bucket`) to `key` once, as a multipart
+    upload whose later parts S3 copies itself (UploadPartCopy): nothing of them is read back here.
+    `first` and each source but the last must be at least MIN_PART_BYTES (see `joinable`). Completed
+    only if `key` is still free; False when it existed."""
+    metadata = {"sample-rate": str(output.rate), "job-id": job_id}
+    client = s3_client()
+    upload: str | None = None
+    try:
+        with _s3("join", bucket, key):
+            upload = client.create_multipart_upload(
+                Bucket=bucket, Key=key, ContentType=output.media_type, Metadata=metadata
+            )["UploadId"]
+            sent = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=first)
+            parts = [{"ETag": sent["ETag"], "PartNumber": 1}]
+            for number, source in enumerate(sources, start=2):
+                copied = client.upload_part_copy(
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload,
+                    PartNumber=number,
+                    CopySource={"Bucket": bucket, "Key": source},
+                )
+                parts.append({"ETag": copied["CopyPartResult"]["ETag"], "PartNumber": number})
+            client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
+            )
+        return True
+    except BaseException as exc:
+        if upload is not None:
+            with contextlib.suppress(Exception):  # the bucket's lifecycle rule aborts what this cannot
+                client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        if isinstance(exc, _Precondition):
+            return False
+        raise
+
+
 def store(bucket: str, key: str, data: bytes, output: Output, job_id: str | None = None) -> None:
     """Write audio that is already in memory, once."""
     store_stream(bucket, key, [data], output, job_id)
@@ -191,12 +235,15 @@ def location(written: Written, output: Output) -> dict[str, Any]:
 
 
 __all__ = [
+    "MIN_PART_BYTES",
     "PART_BYTES",
     "PRESIGNED_URL_SECONDS",
     "StorageError",
     "Written",
     "delete",
     "exists",
+    "join",
+    "joinable",
     "location",
     "presigned_url",
     "put",

@@ -332,7 +332,6 @@ class Engine:
             yield from decoder.generate_segments(llm_inputs[:1], 1)
             yield from decoder.generate_segments(llm_inputs[1:], rows)
 
-        whole = utterance.only is None
         samples = 0  # yielded so far, at the model's rate
         busy = 0.0  # while this generator runs, not while its consumer holds it (a slow client)
         with RunAhead(
@@ -341,18 +340,18 @@ class Engine:
             counted = _CountedTokens(drawn, deadline)
             own = iter(generators)
             resumed = time.perf_counter()
-            for step in utterance.steps:
+            for step, performed in utterance.performed():
                 if isinstance(step, Pause):
                     silence = np.zeros(
-                        round(step.seconds * self.sample_rate) if whole else 0, dtype=np.float32
+                        round(step.seconds * self.sample_rate) if performed else 0, dtype=np.float32
                     )
                     items: Iterator[np.ndarray | SpeechMark] = iter([silence] if silence.size else [])
                 elif isinstance(step, Mark):
                     mark = SpeechMark(self._ms(samples), "ssml", step.start, step.end, step.name)
-                    items = iter([mark] if whole and utterance.marked else [])
+                    items = iter([mark] if performed and utterance.marked else [])
                 else:
                     items = self._sentence(utterance, step, counted, own, drawn, first=samples == 0)
-                    if whole and utterance.marked:
+                    if performed and utterance.marked:
                         piece = step.piece
                         mark = SpeechMark(self._ms(samples), "sentence", piece.start, piece.end, piece.text)
                         items = chain([mark], items)

@@ -16,6 +16,7 @@ break or a mark changes nothing else. Without a seed, each piece draws fresh ent
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from itertools import chain
 
@@ -58,7 +59,7 @@ class Utterance:
     conditioning: Conditioning  # who speaks: the resolved inputs of the LLM and the flow
     steps: tuple[Step, ...]
     marked: bool  # whether speech marks are yielded: the options carry a script
-    only: range | None = None  # speak just these segments: their audio alone, no pauses or marks
+    only: range | None = None  # speak just these segments, with the pauses and marks they carry
 
     @property
     def segments(self) -> list[Segment]:
@@ -67,8 +68,24 @@ class Utterance:
 
     def part(self, only: range) -> Utterance:
         """The same utterance speaking only the segments in `only` (clipped to those there are), each
-        with the randomness it has in a run of the whole."""
+        with the randomness it has in a run of the whole, and the pauses and marks they carry
+        (`performed`)."""
         return replace(self, only=range(len(self.segments))[only.start : only.stop])
+
+    def performed(self) -> Iterator[tuple[Step, bool]]:
+        """Each step, and whether this utterance performs its pause or mark (a sentence's mark): every
+        one in the whole; in a part, those its segments carry. A sentence's mark goes with its first
+        segment, a pause or a mark with the segment after it (after the last segment: with the last), so
+        the parts of an utterance, spoken one after another, perform every step exactly once."""
+        last = len(self.segments) - 1
+        following = last
+        carriers: list[int] = []
+        for step in reversed(self.steps):
+            if isinstance(step, Sentence):
+                following = step.first
+            carriers.append(following)
+        for step, carrier in zip(self.steps, reversed(carriers), strict=True):
+            yield step, self.only is None or carrier in self.only
 
     def chosen(self, sentence: Sentence) -> tuple[Segment, ...]:
         """The segments of `sentence` that this utterance speaks."""

@@ -6,14 +6,23 @@ COSYVOICE_OUTPUT_BUCKET         bucket for jobs (their audio, status, parts) and
 COSYVOICE_OUTPUT_PREFIX         key prefix for those outputs; default "tts/"
 COSYVOICE_MAX_TEXT_CHARS        longest text of one synchronous request; default 2000
 COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS message); default 100000
-COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and continue through); default none: no
-                                POST /v1/jobs, and a job that does not finish in one invocation is
-                                handed back to the queue (batchItemFailures) instead of continued
+COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and their parts through); default none: no
+                                POST /v1/jobs, and a job (a direct invoke with an id) is spoken part
+                                after part by the invocation that takes it
 COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
                                 (or finds no time) is marked failed with the reason; default 5
-COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a running job between its checkpoints: a worker
-                                that died (killed mid-segment) is taken over once it has run out (never
-                                later than the end of the dead worker's invocation); default 300
+COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a job's part (or its join) between renewals, and
+                                a queue worker its message: a worker that died (killed mid-part) is
+                                taken over once it has run out (never later than the end of the dead
+                                worker's invocation); default 300
+COSYVOICE_JOB_PART_SECONDS      speech per part of a job (function.jobs.plan): a job is split into parts of
+                                about this much audio, each its own queue message, spoken whole in one
+                                invocation; default 150 (~230 s of synthesis at the measured int8 speed,
+                                well inside Lambda's 900 s, and over S3's 5 MiB copy-part minimum)
+COSYVOICE_JOB_PARALLEL          parts of one job in flight at once, at most (a window: the worker that
+                                finishes part i sends part i + this); 1 = one part after another; default 16
+COSYVOICE_JOB_TOPIC_ARN         SNS topic told of each job's end (id, status, where the audio is or why it
+                                failed); default none
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
                                 is refused up front or stopped; default 0 = no limit of its own
 COSYVOICE_WARMUP                synthesize once at INIT (or before the SnapStart snapshot); default 1
@@ -81,11 +90,13 @@ from function.voices.polly import DEFAULT_POLLY_VOICES, parse_polly_voices
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech; a job continues across invocations
+DEFAULT_JOB_MAX_TEXT_CHARS = 100_000  # ~2 h of English speech, in parts across invocations
 DEFAULT_DRAIN_SECONDS = 300  # five minutes of synthesis; longer texts belong on the job path
 DEFAULT_JOB_MAX_RECEIVES = 5  # template.yaml's QueueMaxReceives
-DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis and checkpoint at full size
+DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis at full size (renewed after each)
 DEFAULT_DECODE_BATCH = 1
+DEFAULT_JOB_PART_SECONDS = 150  # a part's speech: ~230 s of synthesis at the measured int8 speed
+DEFAULT_JOB_PARALLEL = 16  # parts of one job in flight: below template.yaml's QueueMaxConcurrency
 DEFAULT_STALL_SECONDS = 60  # a flow step of a long segment on a loaded instance takes seconds, not a minute
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
@@ -119,6 +130,9 @@ class Settings:
     api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
+    job_part_seconds: int = DEFAULT_JOB_PART_SECONDS  # speech per part of a job
+    job_parallel: int = DEFAULT_JOB_PARALLEL  # parts of one job in flight at once
+    job_topic_arn: str | None = None  # SNS topic told of each job's end
     # Polly's API (/polly): access key id → secret it verifies SigV4 with (none: refused), its voice names
     sigv4_keys: Mapping[str, str] = field(default_factory=dict)
     polly_voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLLY_VOICES))
@@ -174,6 +188,9 @@ class Settings:
             api_keys=_api_keys(env),
             dead_letter_queue_url=env.get("COSYVOICE_DEAD_LETTER_QUEUE_URL", "").strip() or None,
             voice_dir=env.get("COSYVOICE_VOICE_DIR", "").strip() or None,
+            job_part_seconds=_int(env, "COSYVOICE_JOB_PART_SECONDS", DEFAULT_JOB_PART_SECONDS, 1),
+            job_parallel=_int(env, "COSYVOICE_JOB_PARALLEL", DEFAULT_JOB_PARALLEL, 1),
+            job_topic_arn=env.get("COSYVOICE_JOB_TOPIC_ARN", "").strip() or None,
             sigv4_keys=_sigv4_keys(env),
             polly_voices=polly_voices,
         )

@@ -4,9 +4,10 @@ done or its share of the invocation runs out; records that could not be started 
 
 Message bodies (JSON):
 
-    {"job": "<id>"}                       a stored job: sent by POST /v1/jobs, and by a worker to
-                                          continue a job in the next invocation
-                                          (function.service.schema.JobMessage)
+    {"job": "<id>"}                       a stored job: sent by POST /v1/jobs; its worker plans it,
+                                          sends its first parts' messages and speaks part 0
+    {"job": "<id>", "part": k}            part k of a planned job: sent by the workers
+                                          (function.jobs.worker; function.service.schema.JobMessage)
     {"id": "order-42-line-3",             a raw job (function.service.schema.SpeechJob): submitted as a job on
      "text": "...",                       receipt (the same id and content again is the same job; other
      "speaker": "英文女" | "instruct": "..." | "prompt_audio": "<base64>", "prompt_text": "...",
@@ -14,8 +15,8 @@ Message bodies (JSON):
      "output_key": "custom/name.wav"}     content under the same id is refused), then worked on at once
 
 Each record's outcome (one `batch_record` log line each):
-  acked          done; exists (a duplicate, or already done); continued (progress checkpointed, a
-                 continuation message sent)
+  acked          done; exists (a duplicate, or already done); continued (a part written, the next
+                 part's message sent, the rest of the job on the queue)
   dead-lettered  failed for good: a client error (bad JSON, no id, unknown speaker, an id reused with
                  other content, a text over the cap), or a job that had failed for good before. The
                  record goes at once to COSYVOICE_DEAD_LETTER_QUEUE_URL, body unchanged, the reason in
@@ -27,10 +28,13 @@ Each record's outcome (one `batch_record` log line each):
                  received again in 10 s or 60 s (function.jobs.queue.hand_back), not after the 90 min
                  visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES) the job's
                  status says failed and why, and SQS moves the message to the dead-letter queue.
+                 Held (another worker holds the part): received again once that worker's lease
+                 (COSYVOICE_JOB_LEASE_SECONDS) has run out, without marking the job failed.
 The function must be configured with `FunctionResponseTypes: [ReportBatchItemFailures]`.
 
-The records share the invocation: each may use the time left divided by the records left, so a long job
-continues in the next invocation instead of starving its neighbour.
+The records share the invocation: each may use the time left divided by the records left. template.yaml
+gives the job queue a batch size of 1, so a part has the whole invocation (parts are sized to fill a
+good share of it) and two parts never wait on each other in one environment.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -70,15 +75,18 @@ def process_record(
     record: Mapping[str, Any], settings: Settings, deadline: Deadline | None
 ) -> tuple[Job, Outcome]:
     body = _body(record)
+    part = None
     if isinstance(body, dict) and "job" in body:
-        job = store.load(parse(JobMessage, body).job, settings)
+        message = parse(JobMessage, body)
+        job, part = store.load(message.job, settings), message.part
     else:
         request = parse(SpeechJob, body)
         if request.id is None:
             raise InvalidRequest("id is required in a raw job message")
         job, _ = store.submit(request, settings)
     receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
-    outcome = worker.run(job, get_engine(), settings, deadline, receives >= settings.job_max_receives)
+    last_receive = receives >= settings.job_max_receives
+    outcome = worker.run(job, get_engine(), settings, deadline, last_receive, part)
     if outcome is Outcome.FAILED:
         current = store.status(job)
         raise JobFailedBefore(None if current is None else current.error)
@@ -92,32 +100,49 @@ def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[
     records = event.get("Records", [])
     failures = []
     for index, record in enumerate(records):
-        message_id = str(record.get("messageId", ""))
-        outcome: dict[str, Any] = {"event": "batch_record", "messageId": message_id}
-        share = _share(deadline, len(records) - index)
-        try:
-            if share is not None and share.expired():
-                outcome["status"] = Outcome.DEFERRED.value
-            else:
-                job, result = process_record(record, settings, share)
-                outcome |= {"job": job.id, "status": result.value, "key": job.key}
-        except TTSError as exc:
-            outcome |= {"code": exc.code, "message": exc.message}
-            if 400 <= exc.status < 500:  # client errors are permanent: retrying cannot help
-                outcome |= _dead_letter(record, exc, message_id, settings)
-            else:
-                outcome["status"] = "retrying"
-        except Exception as exc:  # one record's bug must not fail its neighbours
-            logger.exception("batch record %s failed", message_id)
-            outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
-        if outcome["status"] in (Outcome.DEFERRED.value, "retrying", "failed"):
-            failures.append({"itemIdentifier": message_id})
-            if "receiptHandle" in record:
-                deferred = outcome["status"] == Outcome.DEFERRED.value
-                delay = queue.RETRY_DEFERRED_SECONDS if deferred else queue.RETRY_FAILED_SECONDS
-                queue.hand_back(record["receiptHandle"], delay, settings)
-        print(json.dumps(outcome, ensure_ascii=False), flush=True)
+        if not handle_record(record, settings, _share(deadline, len(records) - index)):
+            failures.append({"itemIdentifier": str(record.get("messageId", ""))})
     return {"batchItemFailures": failures}
+
+
+def handle_record(
+    record: Mapping[str, Any],
+    settings: Settings,
+    deadline: Deadline | None,
+    while_working: AbstractContextManager[Any] | None = None,
+) -> bool:
+    """One record, as Lambda's SQS path and the queue worker (function.jobs.consumer) take it: worked on
+    (inside `while_working`: the worker keeps the message invisible meanwhile), logged (one
+    `batch_record` line), and, when it failed or could not start, handed back. True when the record is
+    finished with (the caller deletes it); False when it goes back to the queue."""
+    message_id = str(record.get("messageId", ""))
+    outcome: dict[str, Any] = {"event": "batch_record", "messageId": message_id}
+    try:
+        if deadline is not None and deadline.expired():
+            outcome["status"] = Outcome.DEFERRED.value
+        else:
+            with while_working or contextlib.nullcontext():
+                job, result = process_record(record, settings, deadline)
+            outcome |= {"job": job.id, "status": result.value, "key": job.key}
+    except TTSError as exc:
+        outcome |= {"code": exc.code, "message": exc.message}
+        if 400 <= exc.status < 500:  # client errors are permanent: retrying cannot help
+            outcome |= _dead_letter(record, exc, message_id, settings)
+        else:
+            outcome["status"] = "retrying"
+    except Exception as exc:  # one record's bug must not fail its neighbours
+        logger.exception("batch record %s failed", message_id)
+        outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
+    delay = {
+        Outcome.DEFERRED.value: queue.RETRY_DEFERRED_SECONDS,
+        Outcome.HELD.value: settings.job_lease_seconds,  # by then a dead holder's lease has run out
+        "retrying": queue.RETRY_FAILED_SECONDS,
+        "failed": queue.RETRY_FAILED_SECONDS,
+    }.get(outcome["status"])
+    if delay is not None and "receiptHandle" in record:
+        queue.hand_back(record["receiptHandle"], delay, settings)
+    print(json.dumps(outcome, ensure_ascii=False), flush=True)
+    return delay is None
 
 
 def _body(record: Mapping[str, Any]) -> Any:
@@ -157,4 +182,4 @@ def _share(deadline: Deadline | None, records_left: int) -> Deadline | None:
     return replace(deadline, at=time.monotonic() + deadline.remaining() / records_left)
 
 
-__all__ = ["handle_sqs", "process_record"]
+__all__ = ["handle_record", "handle_sqs", "process_record"]

@@ -1,8 +1,9 @@
 """The job queue: SQS messages naming stored jobs (`{"job": id}`, function.service.schema.JobMessage).
 
-POST /v1/jobs sends one per job; a worker that runs out of invocation sends the next one itself
-(SendMessage, not a visibility-timeout retry), so a job of many invocations never counts toward the
-queue's maxReceiveCount, and its message is small whatever the size of the text.
+POST /v1/jobs sends one per job; the worker that takes it sends the first parts' (`{"job": id, "part": k}`),
+and the worker that finishes part k sends the part COSYVOICE_JOB_PARALLEL after it (SendMessage, not a
+visibility-timeout retry), so a job of many parts never counts toward the queue's maxReceiveCount, and
+its messages are small whatever the size of the text.
 
 A message that can never succeed is dead-lettered here: sent to COSYVOICE_DEAD_LETTER_QUEUE_URL with its
 body as it came and the reason as message attributes (`ErrorCode`, `ErrorMessage`, `JobId` when it names
@@ -82,13 +83,16 @@ def dead_letter(body: str, error: TTSError, job_id: str | None, message_id: str,
     return True
 
 
-def enqueue(job_id: str, settings: Settings) -> None:
+def enqueue(job_id: str, settings: Settings, part: int | None = None) -> None:
+    """Send the job's message: the whole job (planned by the worker that takes it), or one `part`."""
     from botocore.exceptions import BotoCoreError, ClientError
 
+    body = {"job": job_id} if part is None else {"job": job_id, "part": part}
     try:
-        sqs_client().send_message(QueueUrl=queue_url(settings), MessageBody=json.dumps({"job": job_id}))
+        sqs_client().send_message(QueueUrl=queue_url(settings), MessageBody=json.dumps(body))
     except (BotoCoreError, ClientError) as exc:
-        raise QueueError(f"cannot queue job {job_id!r}: {exc}") from exc
+        named = f"job {job_id!r}" if part is None else f"part {part} of job {job_id!r}"
+        raise QueueError(f"cannot queue {named}: {exc}") from exc
 
 
 __all__ = [

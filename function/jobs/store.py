@@ -7,7 +7,12 @@ write nowhere else):
                                    `output_key` instead)
     Pjobs/{id}/request.json        what was asked, its sha256 and the job's seed: written once
     Pjobs/{id}/status.json         queued | running (progress) | done (where, how long) | failed (why)
-    Pjobs/{id}/parts/{k:06d}.pcm   segment k's audio, s16le mono at the model's rate: written once
+    Pjobs/{id}/plan.json           the job's parts (function.jobs.plan): written once, by the first worker
+    Pjobs/{id}/parts/{k:06d}.pcm   part k's audio, s16le mono at the model's rate: written once
+    Pjobs/{id}/parts/{k:06d}.marks.json   its speech marks (a script's), at samples from the part's
+                                   start: written once, before the audio (the audio's presence says
+                                   the part is finished)
+    Pjobs/{id}/leases/{k:06d}.json the worker speaking part k, until when: replaced only as read
 
 Identity is content: a job's sha256 covers its canonical request (every field with its default, minus
 the id and the ignored `stream`), so the same id with the same content is the same job, and the same id
@@ -19,11 +24,12 @@ duplicate deliveries, are identical, and write-once keeps the first.
 The status is read-modify-write with If-Match: a writer that lost a race re-reads it, and nothing
 overwrites a finished job's status (done, or permanently failed).
 
-A worker holds a running job by a lease in its status (`lease_until`, wall-clock seconds): taken when it
-starts (take_lease, refused while another worker's lease runs), renewed at each checkpoint, given up
-when the invocation stops working on the job. A worker killed mid-job (SIGKILL, an out-of-memory kill, a
-timeout) gives nothing up: its lease runs out by itself, and the next delivery of the job's message takes
-the job over from its last finished part. A lease never outlasts its holder's invocation.
+Leases (wall-clock seconds): a worker speaking a part holds that part's lease object (take_part_lease,
+refused while another worker's runs), renewed after each segment; the worker that joins the parts holds
+the job's lease in its status (`lease_until`, take_lease). Each is given up when the worker stops. A
+worker killed mid-part or mid-join (SIGKILL, an out-of-memory kill, a timeout) gives nothing up: its
+lease runs out by itself, and the next delivery of its message takes the part or the join over. A lease
+never outlasts its holder's invocation.
 """
 
 from __future__ import annotations
@@ -43,7 +49,9 @@ import numpy as np
 from function.aws import s3
 from function.core.errors import TTSError
 from function.core.options import SynthesisOptions
+from function.core.script import SpeechMark
 from function.instance.settings import Settings
+from function.jobs.plan import Plan
 from function.service.schema import JOB_ID_PATTERN, SpeechJob
 
 JOBS_FOLDER = "jobs/"
@@ -136,6 +144,12 @@ class Job:
     def part_key(self, index: int) -> str:
         return f"{self.folder}parts/{index:06d}.pcm"
 
+    def part_marks_key(self, index: int) -> str:
+        return f"{self.folder}parts/{index:06d}.marks.json"
+
+    def lease_key(self, index: int) -> str:
+        return f"{self.folder}leases/{index:06d}.json"
+
     def options(self) -> SynthesisOptions:
         """What the worker synthesises: the request, with the job's seed, segment by segment whole."""
         return replace(self.request.to_options(), seed=self.seed, stream=False)
@@ -173,7 +187,9 @@ class JobStatus:
     result: dict[str, Any] | None = None
     error: dict[str, str] | None = None  # failed: {"code", "message"}; or the last transient error
     retriable: bool = False  # failed after the queue's last receive: a redriven message resumes it
-    lease_until: float | None = None  # running: a worker holds the job until then (time.time())
+    lease_until: float | None = None  # running: a worker joins the parts until then (time.time())
+    parts_total: int | None = None  # known once a worker has planned the job
+    parts_done: int = 0
 
     @property
     def final(self) -> bool:
@@ -192,6 +208,8 @@ class JobStatus:
                 "segments_done": self.segments_done,
                 "segments_total": self.segments_total,
                 "audio_seconds": round(self.audio_seconds, 3),
+                "parts_total": self.parts_total,
+                "parts_done": self.parts_done,
             },
         }
         if self.result is not None:
@@ -226,6 +244,8 @@ class JobStatus:
             error=data.get("error", data.get("last_error")),
             retriable=data.get("retriable", False),
             lease_until=data.get("lease_until"),
+            parts_total=progress.get("parts_total"),
+            parts_done=progress.get("parts_done", 0),
         )
 
 
@@ -295,8 +315,8 @@ def release(job: Job, state: str | None, held_until: float | None, **changes: An
 
 
 def take_lease(job: Job, until: float, clock: Callable[[], float] = time.time) -> bool:
-    """Hold the job as its running worker until `until` (on `clock`, time.time()): False if another
-    worker holds it (its lease has not run out) or the job is finished."""
+    """Hold the job as the worker joining its parts until `until` (on `clock`, time.time()): False if
+    another worker holds it (its lease has not run out) or the job is finished."""
 
     def taken(current: JobStatus) -> JobStatus | None:
         if current.final or current.held(clock()):
@@ -335,18 +355,61 @@ def mark_queued(job: Job) -> JobStatus:
     return status(job) or queued
 
 
-def finished_parts(job: Job) -> list[int]:
-    """The byte sizes of the finished parts 0, 1, … up to the first missing one (workers write them in
-    order, so that is all of them)."""
-    found = s3.sizes(job.bucket, f"{job.folder}parts/")
-    sizes: list[int] = []
-    while (size := found.get(job.part_key(len(sizes)))) is not None:
-        sizes.append(size)
-    return sizes
+def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int, speaking: bool = False) -> JobStatus:
+    """The progress of a job whose finished parts have these byte `sizes` (at `rate` samples a second):
+    never below what a writer that saw more parts recorded. A job that failed after a part's last
+    receive stays failed (the part's message is dead-lettered) until a worker is `speaking` a part
+    again (a redriven message): then it is running."""
+    segments = sum(len(plan.parts[index]) for index in sizes)
+    seconds = sum(sizes.values()) / PCM_BYTES / rate
+
+    def counted(current: JobStatus) -> JobStatus:
+        if current.parts_done > len(sizes):
+            return replace(current, parts_total=len(plan.parts))
+        progress = replace(
+            current,
+            parts_total=len(plan.parts),
+            parts_done=len(sizes),
+            segments_total=plan.segments,
+            segments_done=segments,
+            audio_seconds=seconds,
+        )
+        if current.state == FAILED and not speaking:
+            return progress
+        return replace(progress, state=RUNNING, error=None, retriable=False)
+
+    return _rewrite(job, counted)
 
 
-def write_part(job: Job, index: int, pcm: bytes) -> None:
-    """Checkpoint segment `index`; a duplicate's identical part finds the first one there and keeps it."""
+def load_plan(job: Job) -> Plan | None:
+    found = s3.read(job.bucket, _plan_key(job))
+    return None if found is None else Plan.from_dict(json.loads(found[0]))
+
+
+def save_plan(job: Job, plan: Plan) -> Plan:
+    """Store the job's plan unless a worker stored one first; the plan now in force."""
+    if s3.put(job.bucket, _plan_key(job), json.dumps(plan.to_dict()).encode(), _JSON):
+        return plan
+    stored = load_plan(job)
+    if stored is None:
+        raise s3.StorageError(f"the plan of job {job.id!r} was refused and cannot be read")
+    return stored
+
+
+def finished_parts(job: Job) -> dict[int, int]:
+    """The byte sizes of the parts whose audio is written, by index."""
+    folder = f"{job.folder}parts/"
+    found = s3.sizes(job.bucket, folder)
+    named = {key: re.fullmatch(r"(\d{6})\.pcm", key.removeprefix(folder)) for key in found}
+    return {int(match[1]): found[key] for key, match in named.items() if match is not None}
+
+
+def write_part(job: Job, index: int, pcm: bytes, marks: list[tuple[int, SpeechMark]]) -> None:
+    """Part `index`'s marks (at samples from its start), then its audio, each once: a duplicate's
+    identical part finds the first one there and keeps it."""
+    if marks:
+        body = [{"samples": samples, **mark.to_dict()} for samples, mark in marks]
+        s3.put(job.bucket, job.part_marks_key(index), json.dumps(body, ensure_ascii=False).encode(), _JSON)
     s3.put(job.bucket, job.part_key(index), pcm, "audio/L16")
 
 
@@ -361,6 +424,38 @@ def read_parts(job: Job, count: int) -> Iterator[np.ndarray]:
     """Parts 0..count-1 as float32 chunks in [-1, 1], one at a time."""
     for index in range(count):
         yield np.frombuffer(read_part(job, index), dtype="<i2").astype(np.float32) / 32767.0
+
+
+def read_part_marks(job: Job, index: int) -> list[tuple[int, SpeechMark]]:
+    """Part `index`'s speech marks, each at samples from the part's start (none: a part without any)."""
+    found = s3.read(job.bucket, job.part_marks_key(index))
+    if found is None:
+        return []
+    return [
+        (item["samples"], SpeechMark(item["time"], item["type"], item["start"], item["end"], item["value"]))
+        for item in json.loads(found[0])
+    ]
+
+
+def take_part_lease(
+    job: Job, index: int, until: float, held: float | None = None, clock: Callable[[], float] = time.time
+) -> bool:
+    """Hold part `index` until `until`: True when nobody holds it, the holder's lease has run out, or it
+    is this worker's own lease (held until `held`), renewed; False while another worker holds it."""
+    key = job.lease_key(index)
+    found = s3.read(job.bucket, key)
+    if found is not None:
+        current = json.loads(found[0])["until"]
+        if current != held and current > clock():
+            return False
+    body = json.dumps({"until": until}).encode()
+    return s3.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1])
+
+
+def release_part_lease(job: Job, index: int, held: float | None) -> None:
+    """Give up part `index`'s lease if it is still this worker's (held until `held`)."""
+    if held is not None:
+        take_part_lease(job, index, 0.0, held)
 
 
 def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
@@ -400,6 +495,10 @@ def _status_key(job: Job) -> str:
     return f"{job.folder}status.json"
 
 
+def _plan_key(job: Job) -> str:
+    return f"{job.folder}plan.json"
+
+
 __all__ = [
     "DONE",
     "FAILED",
@@ -413,14 +512,20 @@ __all__ = [
     "content_digest",
     "finished_parts",
     "load",
+    "load_plan",
     "mark_queued",
     "read_part",
+    "read_part_marks",
     "read_parts",
+    "record_parts",
     "release",
+    "release_part_lease",
+    "save_plan",
     "status",
     "status_url",
     "submit",
     "take_lease",
+    "take_part_lease",
     "update_status",
     "view",
     "write_part",

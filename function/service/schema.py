@@ -148,12 +148,13 @@ class SpeechJob(JobRequest):
 
 
 class JobMessage(BaseModel):
-    """An SQS message naming a stored job (function.jobs.store): sent by POST /v1/jobs, and by a worker that
-    ran out of invocation to continue in the next one."""
+    """An SQS message naming a stored job (function.jobs.store): sent by POST /v1/jobs (no part: plan the
+    job and start it), and by the workers for each of its parts (function.jobs.worker)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     job: str = Field(pattern=JOB_ID_PATTERN)
+    part: int | None = Field(default=None, ge=0)
 
 
 class JobAccepted(BaseModel):

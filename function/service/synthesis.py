@@ -207,7 +207,8 @@ class Synthesis:
 
     def audio(self, only: range | None = None, deadline: Deadline | None = None) -> Iterator[np.ndarray]:
         """Float32 chunks at the model's rate, marks collected; `only`: just these segments, with the
-        audio they have in the whole; `deadline`: instead of the request's (a job's share of it)."""
+        audio they have in the whole and the pauses and marks they carry (a job's part, whose marks
+        count from its own start); `deadline`: instead of the request's (a job's share of it)."""
         utterance = self.utterance if only is None else self.utterance.part(only)
         self._speaking = self.engine.speak(utterance, deadline or self.deadline)
         self._collector = MarkCollector(self._speaking, self._mark_types, self.engine.sample_rate)

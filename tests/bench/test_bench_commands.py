@@ -25,7 +25,7 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
     usage = capsys.readouterr().out
     assert (
         "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,shared-decode,long-text,"
-        "soak,voices,report,verify}" in usage
+        "fanout,soak,dropped-streams,voices,report,verify}" in usage
     )
 
 

@@ -109,6 +109,7 @@ def aws_env(endpoint: str) -> dict[str, str]:
     return {
         "AWS_ENDPOINT_URL_S3": endpoint,
         "AWS_ENDPOINT_URL_SQS": endpoint,
+        "AWS_ENDPOINT_URL_SNS": endpoint,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "us-east-1",

@@ -214,3 +214,62 @@ def test_the_snapstart_deploy_needs_no_sam_build():
     resources = load_template()["Resources"]
     assert ROOT / resources["ZipFunction"]["Properties"]["CodeUri"] == build_zip.DEFAULT_ZIP
     assert resources["ImageFunction"]["Properties"]["ImageUri"] == {"Ref": "ImageUri"}
+
+
+WORKERS = K8S / "workers"
+
+
+def _worker_manifests() -> dict[str, dict]:
+    return {
+        doc["kind"]: doc
+        for path in sorted(WORKERS.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for doc in yaml.safe_load_all(path.read_text())
+    }
+
+
+def test_the_workers_are_a_component_the_base_does_not_need():
+    component = yaml.safe_load((WORKERS / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert set(component["resources"]) == {p.name for p in WORKERS.glob("*.yaml")} - {"kustomization.yaml"}
+    base = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert not any("workers" in entry for entry in base["resources"] + base.get("components", []))
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "ServiceAccount"])
+def test_worker_manifests_are_valid_for_kubernetes(kind):
+    kubernetes_validate.validate(_worker_manifests()[kind], KUBERNETES_VERSION, strict=True)
+
+
+def test_keda_scales_the_worker_deployment_on_its_own_queue_from_zero():
+    docs = _worker_manifests()
+    deployment, scaled = docs["Deployment"], docs["ScaledObject"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python3", "-m", "function", "worker"]
+    assert _option(container["args"], "--artifacts") == ARTIFACT_IN_IMAGE
+    env = {item["name"]: item for item in container["env"]}
+    for name in env:
+        assert name.startswith("AWS_") or name in (settings_module.__doc__ or ""), name
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert scaled["spec"]["minReplicaCount"] == 0
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["type"] == "aws-sqs-queue"
+    assert (
+        trigger["metadata"]["queueURLFromEnv"] == "COSYVOICE_JOB_QUEUE_URL"
+        and "COSYVOICE_JOB_QUEUE_URL" in env
+    )
+    assert trigger["authenticationRef"]["name"] == docs["TriggerAuthentication"]["metadata"]["name"]
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
+    # One part at a time on every core the pod asks for; fewer parts of one job in flight than pods.
+    assert int(env["COSYVOICE_THREADS"]["value"]) == int(container["resources"]["requests"]["cpu"])
+    assert int(env["COSYVOICE_JOB_PARALLEL"]["value"]) < scaled["spec"]["maxReplicaCount"]
+
+
+def test_compose_runs_a_worker_of_the_same_image_only_when_asked():
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())
+    worker, tts = compose["services"]["worker"], compose["services"]["tts"]
+    assert worker["image"] == tts["image"] and worker["profiles"] == ["jobs"]
+    assert worker["entrypoint"] == ["python3", "-m", "function", "worker"]
+    assert _option(worker["command"], "--artifacts") == ARTIFACT_IN_IMAGE
+    assert int(worker["environment"]["COSYVOICE_THREADS"]) == worker["cpus"]

@@ -144,7 +144,7 @@ def queue_violations(r: Rendered) -> list[str]:
         queue = props["EventSourceArn"]["Fn::GetAtt"][0]
         if "ReportBatchItemFailures" not in props.get("FunctionResponseTypes", []):
             found.append(f"{name}: a failed record would fail the whole batch")
-        if int(props.get("MaximumBatchingWindowInSeconds", 0)) < 1:
+        if int(props.get("BatchSize", 10)) > 1 and int(props.get("MaximumBatchingWindowInSeconds", 0)) < 1:
             found.append(f"{name}: no batching window")
         target = props["FunctionName"]
         if r.resources.get(target.get("Ref", ""), {}).get("Type") != "AWS::Lambda::Alias":
@@ -570,3 +570,18 @@ def test_pollys_routes_are_open_at_the_gateway_only_with_key_pairs_from_secrets_
     assert unauthorised == {"GET /healthz", "ANY /polly/{proxy+}"}
     assert variables["COSYVOICE_SIGV4_KEYS"] == "{{resolve:secretsmanager:cosyvoice/polly-keys:SecretString}}"
     assert rendered.outputs["PollyEndpoint"]["Value"].endswith(".amazonaws.com/polly")
+
+
+def test_job_parts_window_and_end_topic_follow_the_parameters(rendering):
+    (function,) = rendering.of_type("AWS::Lambda::Function").values()
+    variables = function["Properties"]["Environment"]["Variables"]
+    assert variables["COSYVOICE_JOB_PART_SECONDS"] == rendering.parameters["JobPartSeconds"]
+    assert variables["COSYVOICE_JOB_PARALLEL"] == rendering.parameters["JobParallel"]
+    # The window leaves environments for the jobs behind a long one.
+    assert int(rendering.parameters["JobParallel"]) < int(rendering.parameters["QueueMaxConcurrency"])
+    assert variables["COSYVOICE_JOB_TOPIC_ARN"] == {"Ref": "JobTopic"}
+    assert rendering.resources["JobTopic"]["Type"] == "AWS::SNS::Topic"
+    publishes = [s for s in _statements(rendering) if "sns:Publish" in s["Action"]]
+    assert [(s["Effect"], s["Resource"]) for s in publishes] == [("Allow", {"Ref": "JobTopic"})]
+    (mapping,) = rendering.of_type("AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["BatchSize"] == 1  # one part per invocation

@@ -3,8 +3,6 @@
   python tests/function/jobs/job_faults.py SPEC[,SPEC...] HANDLER
 
 SPEC is one of
-  one_segment              each invocation has room for one segment (the engine's budget runs out
-                           after it), so a job continues through a continuation message
   clock:SECONDS            deadlines read a clock on which each segment the worker makes takes SECONDS,
                            and the speed meter expects exactly that: a deadline of 1.5 segments has room
                            for one, however fast this machine is
@@ -19,25 +17,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 SERVICES = {"PutObject": "s3", "GetObject": "s3", "SendMessage": "sqs"}
-
-
-def one_segment() -> None:
-    from function.cosyvoice.budget import OverBudget
-    from function.cosyvoice.engine import Engine
-
-    original = Engine.speak
-
-    def one(self: Engine, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        chunks = original(self, *args, **kwargs)
-        yield next(chunks)  # a job's text has no script: its first item is the first segment's audio
-        chunks.close()
-        raise OverBudget("injected: this invocation had room for one segment")
-
-    Engine.speak = one  # type: ignore[method-assign]
 
 
 def segment_clock(seconds: float) -> None:
@@ -110,9 +93,6 @@ def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
 
 
 def inject(spec: str) -> None:
-    if spec == "one_segment":
-        one_segment()
-        return
     if spec.startswith("clock:"):
         segment_clock(float(spec.split(":", 1)[1]))
         return

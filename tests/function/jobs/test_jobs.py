@@ -1,4 +1,4 @@
-"""Jobs across invocations: POST /v1/jobs → SQS → the worker, checkpointing segment by segment, on the real
+"""Jobs across invocations: POST /v1/jobs → SQS → the worker, checkpointing part by part, on the real
 engine (tiny artifact) under the real runtime client, with S3 and SQS on moto_server.
 
 GIVEN a function whose invocations are cut short (the local Runtime API's deadline), and the messages
@@ -142,7 +142,9 @@ def jobs_lambda(artifact_location: str, jobs_env: dict[str, str]) -> Iterator[Lo
 def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
     artifact_location: str, jobs_env: dict[str, str], sqs: Any, queue: str
 ) -> None:
-    runtime = local_lambda(artifact_location, **jobs_env, COSYVOICE_WARMUP="0")
+    # Parts of one segment each, one at a time: the worker that finishes a part sends the next.
+    one_by_one = {"COSYVOICE_JOB_PART_SECONDS": "1", "COSYVOICE_JOB_PARALLEL": "1"}
+    runtime = local_lambda(artifact_location, **jobs_env, **one_by_one, COSYVOICE_WARMUP="0")
     # Deadlines on a clock where each segment takes SEGMENT_SECONDS, as the engine expects: whatever this
     # machine's speed, an invocation with room for one segment and a half makes one.
     runtime.launcher = (str(FAULTS), f"clock:{SEGMENT_SECONDS}")
@@ -173,14 +175,17 @@ def test_a_long_text_is_spoken_across_invocations_and_equals_one_run(
 
     assert seen[0]["status"] == "queued"
     running = [view["progress"] for view in seen if view["status"] == "running"]
-    # One segment per invocation: every view part-way, each invocation but the last sending the next
-    # message itself, the last assembling the audio.
+    # One part (one segment) per invocation: every view part-way, each invocation but the last sending
+    # the next part's message itself, the last joining the parts.
     assert [p["segments_done"] for p in running] == sorted(p["segments_done"] for p in running)
     assert {p["segments_done"] for p in running} == set(range(1, SEGMENTS))
     assert all(p["segments_total"] == SEGMENTS and p["audio_seconds"] > 0 for p in running)
+    assert [p["parts_done"] for p in running] == [p["segments_done"] for p in running]
+    assert all(p["parts_total"] == SEGMENTS for p in running)
     assert outcomes == ["continued"] * (SEGMENTS - 1) + ["done"], outcomes
     assert done["key"] == f"tts/{job_id}.wav" and done["format"] == "wav" and done["sample_rate"] == 22050
     assert done["progress"]["segments_done"] == SEGMENTS and done["seed"] == SEED
+    assert done["progress"]["parts_done"] == done["progress"]["parts_total"] == SEGMENTS
     # The checkpoints lost nothing: the job's audio is the one run's, sample for sample.
     assert audio == reference
     assert done["duration_seconds"] == pytest.approx((len(audio) - 44) / 2 / 22050, abs=1e-3)
@@ -218,7 +223,7 @@ def test_a_record_not_started_before_the_deadline_goes_back_while_its_neighbour_
         assert runtime.invoke(last).json() == {"batchItemFailures": [{"itemIdentifier": "m0"}]}
         failed = job_view(runtime, "long")
     assert failed["status"] == "failed" and failed["retriable"] is True
-    assert failed["error"]["code"] == "not_started" and "segment 1 of 1" in failed["error"]["message"]
+    assert failed["error"]["code"] == "not_started" and "part 1 of 1" in failed["error"]["message"]
 
 
 @pytest.mark.engine
@@ -342,7 +347,7 @@ def test_two_deliveries_of_one_job_at_once_make_one_audio_the_lease_holders(
             for r in batch_records(env, 1 + len(reply["batchItemFailures"]))
         )
     assert {"batchItemFailures": []} in replies and again in ([], [{"batchItemFailures": []}])
-    assert outcomes in (["deferred", "done", "exists"], ["done", "exists"]), outcomes
+    assert outcomes in (["done", "exists", "held"], ["done", "exists"]), outcomes
     assert s3.get_object(Bucket=bucket, Key="tts/twice.wav")["Body"].read() == base64.b64decode(
         reference["audio"]
     )
@@ -350,7 +355,7 @@ def test_two_deliveries_of_one_job_at_once_make_one_audio_the_lease_holders(
     status = json.loads(s3.get_object(Bucket=bucket, Key=f"{folder}status.json")["Body"].read())
     assert status["status"] == "done" and status["progress"]["segments_done"] == 3
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{folder}parts/")["Contents"]
-    assert [item["Key"] for item in listed] == [f"{folder}parts/{index:06d}.pcm" for index in range(3)]
+    assert [item["Key"] for item in listed] == [f"{folder}parts/000000.pcm"]  # one part, written once
 
 
 class _NoTimeLeft:
@@ -437,3 +442,20 @@ def test_a_hopeless_record_is_returned_not_dropped_when_it_cannot_be_dead_letter
     event = sqs_event(*(HOPELESS[kind] for kind in ("not json", "no id", "over the cap")))
     reply = batch.handle_sqs(event, None)
     assert reply == {"batchItemFailures": [{"itemIdentifier": f"m{index}"} for index in range(3)]}
+
+
+@pytest.mark.engine
+def test_a_message_naming_no_part_of_its_job_is_dead_lettered_and_the_job_left_alone(
+    jobs_lambda: LocalLambda, sqs: Any, queue: str, dead_letters: str
+) -> None:
+    body = {"id": "one-part", "text": "Hi.", "speaker": SPEAKER}
+    assert call(jobs_lambda, "POST", "/v1/jobs", body)[0] == 202
+    stray = {"job": "one-part", "part": 7}
+    assert jobs_lambda.invoke(sqs_event(stray)).json() == {"batchItemFailures": []}
+    ((letter, attributes),) = dead_lettered(sqs, dead_letters)
+    assert json.loads(letter) == stray and attributes["ErrorCode"] == "no_such_part"
+    assert "no part 7" in attributes["ErrorMessage"]
+    assert job_view(jobs_lambda, "one-part")["status"] == "queued"  # the job itself is untouched
+    assert poll_once(jobs_lambda, sqs, queue) == {"batchItemFailures": []}  # its own message: spoken
+    done = job_view(jobs_lambda, "one-part")
+    assert done["status"] == "done" and done["progress"]["parts_total"] == 1

@@ -1,0 +1,121 @@
+"""The job queue's consumer outside Lambda (containers, Kubernetes, docker compose; started by
+`python -m function worker`, function.cli.worker), with the same record handling as Lambda's SQS path
+(function.jobs.batch).
+
+It long-polls COSYVOICE_JOB_QUEUE_URL for one message at a time, keeps it invisible while it works on it
+(for COSYVOICE_JOB_LEASE_SECONDS, renewed by ChangeMessageVisibility every third of that: a killed
+worker's message comes back when its part's lease runs out), deletes what it finished and hands back what
+it could not do (visible again in 10 s or 60 s, as on Lambda; the queue's redrive policy dead-letters a
+message after its last receive). A worker has no deadline of its own: a part runs to its end.
+
+SIGTERM (Kubernetes scaling in, `docker compose stop`): the part being spoken stops at its next token and
+its message is handed back at once (the parts already written are kept: the part is spoken again from
+its start by whichever worker receives it), then the worker exits 0. Scaling is the platform's: KEDA's
+`aws-sqs-queue` trigger on the same queue (infra/k8s/workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from function.core.deadline import Deadline, DeadlineExceeded
+from function.instance.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute, and stops within this
+
+
+@dataclass(frozen=True)
+class UntilStopped(Deadline):
+    """No time limit, until the worker is asked to stop: then the engine stops at its next token."""
+
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def remaining(self) -> float:
+        return -1.0 if self.stop.is_set() else super().remaining()
+
+    def expired(self) -> bool:
+        return self.stop.is_set() or super().expired()
+
+    def check(self) -> None:
+        if self.stop.is_set():
+            raise DeadlineExceeded("the worker was asked to stop (SIGTERM): the part goes back to the queue")
+
+
+def consume(settings: Settings, stopping: threading.Event) -> None:
+    """Work on the queue's messages one at a time until `stopping` is set. SQS refusing a receive or a
+    delete is logged and waited out: a message not deleted comes back and finds its work done."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from function.aws.clients import sqs_client
+    from function.jobs.batch import handle_record
+
+    assert settings.job_queue_url is not None
+    deadline = UntilStopped(math.inf, "none: a worker's part runs to its end", math.inf, stopping)
+    while not stopping.is_set():
+        try:
+            received = sqs_client().receive_message(
+                QueueUrl=settings.job_queue_url,
+                MaxNumberOfMessages=1,
+                WaitTimeSeconds=WAIT_SECONDS,
+                VisibilityTimeout=settings.job_lease_seconds,
+                AttributeNames=["All"],
+            )
+        except (BotoCoreError, ClientError) as exc:
+            logger.warning("cannot receive from the job queue: %s", exc)
+            stopping.wait(WAIT_SECONDS)
+            continue
+        for message in received.get("Messages", []):
+            record = {
+                "messageId": message["MessageId"],
+                "receiptHandle": message["ReceiptHandle"],
+                "body": message["Body"],
+                "attributes": message.get("Attributes", {}),
+                "eventSource": "aws:sqs",
+            }
+            heartbeat = _kept_invisible(settings, message["ReceiptHandle"])
+            if handle_record(record, settings, deadline, heartbeat):
+                try:
+                    sqs_client().delete_message(
+                        QueueUrl=settings.job_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                    )
+                except (BotoCoreError, ClientError) as exc:
+                    logger.warning("cannot delete a finished message (it comes back, done): %s", exc)
+
+
+@contextlib.contextmanager
+def _kept_invisible(settings: Settings, receipt_handle: str) -> Iterator[None]:
+    """While the block runs, renew the message's invisibility every third of the lease, so no other
+    worker receives it however long its part takes."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from function.aws.clients import sqs_client
+
+    done = threading.Event()
+    seconds = settings.job_lease_seconds
+
+    def renew() -> None:
+        while not done.wait(seconds / 3):
+            try:
+                sqs_client().change_message_visibility(
+                    QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+                )
+            except (BotoCoreError, ClientError) as exc:  # the part's lease still guards it
+                logger.warning("cannot keep message invisible: %s", exc)
+
+    thread = threading.Thread(target=renew, name="cosyvoice-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+__all__ = ["UntilStopped", "consume"]
