@@ -7,8 +7,9 @@ segment a part), and times it from the message's send to the status saying done.
 same audio, byte for byte: the sha256 column says so, and the command fails when they differ. The ratio
 is each run's wall time over the first run's (one worker, by default).
 
-The text is bench.long_text's (~2,000 characters); with random weights every segment runs to the LLM's
-longest output, so the audio is longer than the text reads, the same in every run.
+The text is bench.long_text's (~2,000 characters), continued with its own sentences where it has fewer
+segments than `parts`; with random weights every segment runs to the LLM's longest output, so the audio
+is longer than the text reads, the same in every run.
 """
 
 from __future__ import annotations
@@ -34,16 +35,33 @@ JOB_TIMEOUT_SECONDS = 4 * 3600  # a bound for a stuck run, far above any run on 
 READY_TIMEOUT_SECONDS = 600  # model load and warm-up of one worker
 
 
+def segments_of(artifact: Path, text: str) -> list[str]:
+    """`text`'s segments, as the artifact's text front end cuts them."""
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.frontend import TextTokenizer, prepare_text
+
+    opened = Artifact.open(artifact)
+    return prepare_text(text, TextTokenizer.from_buffer(opened.file(opened.manifest.tokenizer.file)))
+
+
+def job_text(artifact: Path, parts: int) -> str:
+    """bench.long_text's text, continued with its own sentences from the start until it has at least
+    `parts` segments (a part never splits one): the shortest such text, the same for every run."""
+    sentences = TEXT.split(". ")
+    text, more = TEXT, 0
+    while len(segments_of(artifact, text)) < parts:
+        sentence = sentences[more % len(sentences)].rstrip(".")
+        text, more = f"{text} {sentence}.", more + 1
+    return text
+
+
 def part_seconds(artifact: Path, text: str, parts: int) -> int:
     """The largest COSYVOICE_JOB_PART_SECONDS that splits `text`, as the artifact's text front end cuts
     it into segments, into at least `parts` parts (one segment a part at the least)."""
-    from function.cosyvoice.artifact import Artifact
     from function.cosyvoice.budget import expected_speech_seconds
-    from function.cosyvoice.frontend import TextTokenizer, prepare_text
     from function.jobs.plan import split
 
-    opened = Artifact.open(artifact)
-    segments = prepare_text(text, TextTokenizer.from_buffer(opened.file(opened.manifest.tokenizer.file)))
+    segments = segments_of(artifact, text)
     seconds = max(1, int(expected_speech_seconds(segments)))
     while seconds > 1 and len(split(segments, seconds, 1).parts) < parts:
         seconds -= 1
@@ -209,9 +227,11 @@ def projection(seconds_per_audio_second: float, basis: str) -> Table:
 
 
 def run(
-    artifact: Path, worker_counts: Sequence[int], parts: int, threads: int, text: str = TEXT
+    artifact: Path, worker_counts: Sequence[int], parts: int, threads: int
 ) -> tuple[Table, list[dict[str, Any]]]:
-    """The job on each worker count in turn (the first the baseline); the table and the raw results."""
+    """The job (`job_text`) on each worker count in turn (the first the baseline); the table and the raw
+    results."""
+    text = job_text(artifact, parts)
     seconds = part_seconds(artifact, text, parts)
     parallel = max(worker_counts)  # the same window every run: only the workers differ
     with moto_server() as endpoint:
