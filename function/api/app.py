@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from function.api.admission import SYNTHESIS, Admit, get_admission
 from function.api.keys import RequireKey
 from function.api.polly_routes import polly_router
+from function.api.replay import replaying
 from function.api.sigv4 import RequireSignature
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
@@ -307,14 +308,6 @@ class Guard:
             if size > limit:
                 await self._too_large(limit, scope, receive, send)
                 return
-        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-
-        async def replay() -> Message:
-            nonlocal body
-            if body is None:
-                return await receive()
-            message, body = body, None
-            return message
 
         started = False
 
@@ -324,7 +317,7 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, replay, tracked_send)
+            await self.app(scope, replaying(b"".join(chunks), receive), tracked_send)
         except Exception:
             if started:  # too late for a status: let the server abort the connection
                 raise

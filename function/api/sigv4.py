@@ -28,9 +28,10 @@ from urllib.parse import quote
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from function.api.error_replies import is_polly_path, polly_reply
+from function.api.replay import replaying
 from function.instance.settings import get_settings
 from function.service.polly_errors import PollyError
 
@@ -189,16 +190,8 @@ class RequireSignature:
         except PollyError as refused:
             await polly_reply(refused)(scope, receive, send)
             return
-        replayed: Message | None = {"type": "http.request", "body": body, "more_body": False}
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed is None:
-                return await receive()
-            message, replayed = replayed, None
-            return message
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
 
 
 __all__ = ["MAX_SKEW", "RequireSignature", "request_url", "verify"]

@@ -157,12 +157,18 @@ def store_stream(
             )
         return True
     except BaseException as exc:
-        if upload is not None:
-            with contextlib.suppress(Exception):  # the bucket's lifecycle rule aborts what this cannot
-                client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        _abort(client, bucket, key, upload)
         if isinstance(exc, _Precondition):
             return False
         raise
+
+
+def _abort(client: Any, bucket: str, key: str, upload: str | None) -> None:
+    """Abort a multipart upload that did not complete, if one was started; the bucket's lifecycle rule
+    aborts what this cannot."""
+    if upload is not None:
+        with contextlib.suppress(Exception):
+            client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
 
 
 def joinable(sizes: list[int]) -> bool:
@@ -200,9 +206,7 @@ def join(bucket: str, key: str, first: bytes, sources: list[str], output: Output
             )
         return True
     except BaseException as exc:
-        if upload is not None:
-            with contextlib.suppress(Exception):  # the bucket's lifecycle rule aborts what this cannot
-                client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload)
+        _abort(client, bucket, key, upload)
         if isinstance(exc, _Precondition):
             return False
         raise

@@ -36,6 +36,8 @@ pytestmark = pytest.mark.engine
 
 KEY_ID, SECRET = "AKIAPOLLYTEST0001", "polly-test-secret/0123456789"
 TEXT = "Hello there. This is a test, spoken twice."
+# TEXT's word marks' values, in order
+TEXT_WORDS = ["Hello", "there", "This", "is", "a", "test", "spoken", "twice"]
 MODEL_RATE = 22050
 
 
@@ -148,16 +150,7 @@ def test_sentence_and_word_marks_are_in_order_inside_their_sentence(polly: Any) 
     sentences = [mark for mark in found if mark["type"] == "sentence"]
     words = [mark for mark in found if mark["type"] == "word"]
     assert [mark["value"] for mark in sentences] == ["Hello there.", "This is a test, spoken twice."]
-    assert [mark["value"] for mark in words] == [
-        "Hello",
-        "there",
-        "This",
-        "is",
-        "a",
-        "test",
-        "spoken",
-        "twice",
-    ]
+    assert [mark["value"] for mark in words] == TEXT_WORDS
     assert [mark["time"] for mark in found] == sorted(mark["time"] for mark in found)
     encoded = TEXT.encode()
     for word in words:  # each inside its sentence's text and time
@@ -436,16 +429,7 @@ def test_marks_on_v1_tts_include_estimated_words(url: str) -> None:
     )
     assert reply.status_code == 200, reply.text
     words = [json.loads(line) for line in reply.text.splitlines()]
-    assert [mark["value"] for mark in words] == [
-        "Hello",
-        "there",
-        "This",
-        "is",
-        "a",
-        "test",
-        "spoken",
-        "twice",
-    ]
+    assert [mark["value"] for mark in words] == TEXT_WORDS
     assert all(mark["type"] == "word" for mark in words)
 
 
