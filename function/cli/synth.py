@@ -115,7 +115,7 @@ def request_options(args: argparse.Namespace) -> SynthesisOptions:
 
 def deployment_settings(args: argparse.Namespace) -> Settings:
     """The settings from the environment, with --artifacts and --threads in place of their variables."""
-    settings = Settings.from_env({**os.environ, ARTIFACT_VARIABLE: artifact_location(args.artifacts)})
+    settings = Settings.from_env(artifact=artifact_location(args.artifacts))
     if args.threads is not None:
         if args.threads < 1:
             raise SettingsError(f"--threads {args.threads} is below its minimum 1")

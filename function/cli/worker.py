@@ -4,7 +4,6 @@ SIGTERM, as function.jobs.consumer describes; exit 0 once the part in hand is ha
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import threading
 from types import FrameType
@@ -22,7 +21,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest comes from the environment
-            use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
+            use_settings(Settings.from_env(artifact=args.artifacts))
         settings = get_settings()
     except SettingsError as exc:
         return fail("function", str(exc))

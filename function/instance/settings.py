@@ -144,9 +144,11 @@ class Settings:
         return 4 * ((audio_bytes + 2) // 3) + RESPONSE_ENVELOPE <= self.max_response_bytes
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, environ: Mapping[str, str] | None = None, artifact: str | None = None) -> Settings:
+        """The settings `environ` (default: this process's environment) describes; `artifact` (a
+        command's --artifacts) in place of COSYVOICE_ARTIFACT when given."""
         env = os.environ if environ is None else environ
-        artifact = env.get("COSYVOICE_ARTIFACT", "").strip()
+        artifact = (artifact or env.get("COSYVOICE_ARTIFACT", "")).strip()
         if not artifact:
             raise SettingsError(
                 "COSYVOICE_ARTIFACT is not set: give an artifact directory or s3://bucket/prefix"

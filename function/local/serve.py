@@ -13,7 +13,6 @@ COSYVOICE_STALL_SECONDS is failed by the watchdog (function.api.watchdog), which
 from __future__ import annotations
 
 import argparse
-import os
 
 from function.cli.base import add_artifacts_option
 from function.instance.settings import Settings, get_settings, use_settings
@@ -35,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.artifacts:  # the flag overrides $COSYVOICE_ARTIFACT; the rest still comes from the environment
-        use_settings(Settings.from_env({**os.environ, "COSYVOICE_ARTIFACT": args.artifacts}))
+        use_settings(Settings.from_env(artifact=args.artifacts))
     from function.instance.model import get_engine, start_loading
     from function.instance.startup import STARTUP
 
