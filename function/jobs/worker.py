@@ -156,12 +156,12 @@ def _run(
     if part is not None and part >= len(plan.parts):
         raise NoSuchPart(f"job {job.id!r} has {len(plan.parts)} parts: there is no part {part}")
     if joined:
-        _finish(job, engine, output, plan, settings)
+        _finish(job, engine, output, plan, settings, store.finished_parts(job))
         return Outcome.EXISTED
     if part is None and settings.job_queue_url is None:
         for index in range(len(plan.parts)):
             _speak_part(job, synthesis, plan, index, deadline, settings, leases)
-        return _join(job, engine, output, plan, deadline, settings, leases)
+        return _join(job, engine, output, plan, deadline, settings, leases, store.finished_parts(job))
     if part is None:  # the job's first message: the window's first parts go out, part 0 is this one's
         finished = store.finished_parts(job)
         for index in range(1, min(settings.job_parallel, len(plan.parts))):
@@ -169,11 +169,12 @@ def _run(
                 queue.enqueue(job.id, settings, index)
         part = 0
     _speak_part(job, synthesis, plan, part, deadline, settings, leases)
+    finished = store.finished_parts(job)  # this part's included: what the successor and the join go by
     successor = part + settings.job_parallel
     # A finished successor was sent before (its worker sends the next one in turn): not again.
-    if successor < len(plan.parts) and successor not in store.finished_parts(job):
+    if successor < len(plan.parts) and successor not in finished:
         queue.enqueue(job.id, settings, successor)
-    return _join(job, engine, output, plan, deadline, settings, leases)
+    return _join(job, engine, output, plan, deadline, settings, leases, finished)
 
 
 def _speak_part(
@@ -222,9 +223,10 @@ def _join(
     deadline: Deadline | None,
     settings: Settings,
     leases: _Leases,
+    sizes: dict[int, int],
 ) -> Outcome:
-    """Join the parts when every one is written and no other worker is joining them."""
-    sizes = store.finished_parts(job)
+    """Join the parts when every one is written (the finished parts have these byte `sizes`) and no
+    other worker is joining them."""
     store.record_parts(job, plan, sizes, engine.sample_rate)
     if len(sizes) < len(plan.parts):
         return Outcome.CONTINUED
@@ -242,14 +244,15 @@ def _join(
     if job.options().script is not None:  # before the audio, whose presence says the join is done
         join.join_marks(job, engine.sample_rate, ordered, job.request.speech_marks or MARK_TYPES)
     join.join_audio(job, output, ordered)
-    _finish(job, engine, output, plan, settings)
+    _finish(job, engine, output, plan, settings, sizes)
     return Outcome.DONE
 
 
-def _finish(job: Job, engine: Engine, output: Output, plan: Plan, settings: Settings) -> None:
-    """The audio is written: tell the topic, then mark the job done."""
-    sizes = list(store.finished_parts(job).values())
-    seconds = _audio_seconds(engine, sizes)
+def _finish(
+    job: Job, engine: Engine, output: Output, plan: Plan, settings: Settings, sizes: dict[int, int]
+) -> None:
+    """The audio is written from parts of these byte `sizes`: tell the topic, then mark the job done."""
+    seconds = _audio_seconds(engine, list(sizes.values()))
     result = {
         "bucket": job.bucket,
         "key": job.key,
