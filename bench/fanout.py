@@ -14,6 +14,7 @@ is longer than the text reads, the same in every run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import signal
@@ -24,24 +25,36 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.long_text import TEXT
+from bench.serving import free_port
 from bench.tables import Table
 from bench.workload import SPEAKER
+
+if TYPE_CHECKING:
+    from function.cosyvoice.frontend import TextTokenizer
 
 SEED = 20
 JOB_TIMEOUT_SECONDS = 4 * 3600  # a bound for a stuck run, far above any run on a slow host
 READY_TIMEOUT_SECONDS = 600  # model load and warm-up of one worker
 
 
-def segments_of(artifact: Path, text: str) -> list[str]:
-    """`text`'s segments, as the artifact's text front end cuts them."""
+@functools.cache
+def _tokenizer(artifact: Path) -> TextTokenizer:
+    """The artifact's text tokenizer, read once: the text is cut again and again while it is chosen."""
     from function.cosyvoice.artifact import Artifact
-    from function.cosyvoice.frontend import TextTokenizer, prepare_text
+    from function.cosyvoice.frontend import TextTokenizer
 
     opened = Artifact.open(artifact)
-    return prepare_text(text, TextTokenizer.from_buffer(opened.file(opened.manifest.tokenizer.file)))
+    return TextTokenizer.from_buffer(opened.file(opened.manifest.tokenizer.file))
+
+
+def segments_of(artifact: Path, text: str) -> list[str]:
+    """`text`'s segments, as the artifact's text front end cuts them."""
+    from function.cosyvoice.frontend import prepare_text
+
+    return prepare_text(text, _tokenizer(artifact))
 
 
 def job_text(artifact: Path, parts: int) -> str:
@@ -71,13 +84,9 @@ def part_seconds(artifact: Path, text: str, parts: int) -> int:
 @contextmanager
 def moto_server() -> Iterator[str]:
     """moto_server (S3, SQS) on a free loopback port; its endpoint."""
-    import socket
-
     import httpx
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     binary = Path(sys.executable).with_name("moto_server")
     process = subprocess.Popen(
         [str(binary), "-H", "127.0.0.1", "-p", str(port)],
