@@ -76,9 +76,9 @@ def process_record(
         request = parse(SpeechJob, body)
         if request.id is None:
             raise InvalidRequest("id is required in a raw job message")
-        job, created = store.submit(request, settings, _tenant(tenant))
-        if not created:
-            store.retry(job)  # the same job sent again: a retriable failure is retried
+        # A raw message delivered again is the same job, failed or not: the queue never revives a
+        # failed job (SQS delivers at least once); submitting it through the API does.
+        job, _ = store.submit(request, settings, _tenant(tenant))
     receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
     last_receive = receives >= settings.job_max_receives
     return job, worker.run(job, get_engine(), settings, deadline, last_receive, part)
@@ -124,29 +124,43 @@ def handle_record(
     except Exception as exc:  # one record's bug must not fail its neighbours
         logger.exception("batch record %s failed", message_id)
         outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
-    again = SENT_AGAIN_SECONDS.get(outcome["status"])
+    again = _sent_again_after(outcome["status"], settings)
     if again is not None:
         try:
             queue.send_again(str(record.get("body", "")), again, settings)
         except queue.QueueError as exc:  # handed back instead: it counts a receive, nothing is lost
             outcome |= {"status": "retrying", "send_again_error": exc.message}
-    delay = {
-        Outcome.DEFERRED.value: queue.RETRY_DEFERRED_SECONDS,
-        "retrying": queue.RETRY_FAILED_SECONDS,
-        "failed": queue.RETRY_FAILED_SECONDS,
-    }.get(outcome["status"])
+    delay = _handed_back_after(outcome["status"], settings)
     if delay is not None and "receiptHandle" in record:
         queue.hand_back(record["receiptHandle"], delay, settings)
     print(json.dumps(outcome, ensure_ascii=False), flush=True)
     return delay is None
 
 
-# Records whose work went back through no fault of the part's own: sent again as new messages (so the
-# queue's receive count, and with it the redrive policy, never sees them), the original acked.
-SENT_AGAIN_SECONDS = {
-    Outcome.STOPPED.value: 0,  # the worker was asked to stop: another takes the part now
-    Outcome.FOREIGN.value: queue.RETRY_DEFERRED_SECONDS,  # for a worker with the job's artifact
-}
+def _sent_again_after(status: str, settings: Settings) -> int | None:
+    """When a record whose work went back through no fault of the part's own is received again: it is
+    sent again as a new message (so the queue's receive count, and with it the redrive policy, never
+    sees it) and the original acked. None: not such a record."""
+    return {
+        Outcome.STOPPED.value: 0,  # the worker was asked to stop: another takes the part now
+        Outcome.HELD.value: settings.job_lease_seconds,  # by then a dead holder's lease has run out
+        Outcome.FOREIGN.value: _retry_seconds(queue.RETRY_DEFERRED_SECONDS, settings),
+    }.get(status)
+
+
+def _handed_back_after(status: str, settings: Settings) -> int | None:
+    """When a record handed back (it counts a receive) is received again; None: it is finished with."""
+    return {
+        Outcome.DEFERRED.value: _retry_seconds(queue.RETRY_DEFERRED_SECONDS, settings),
+        "retrying": _retry_seconds(queue.RETRY_FAILED_SECONDS, settings),
+        "failed": _retry_seconds(queue.RETRY_FAILED_SECONDS, settings),
+    }.get(status)
+
+
+def _retry_seconds(pause: int, settings: Settings) -> int:
+    """A retry's pause, never longer than the lease: the deployment's own measure of how soon work
+    that stopped is taken up again."""
+    return min(pause, settings.job_lease_seconds)
 
 
 def _tenant(named: Any) -> str:

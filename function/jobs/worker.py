@@ -17,13 +17,15 @@ message:
     DONE       the audio is written now: ack
     EXISTED    it was written before (a duplicate delivery, a same-content resubmission): ack
     CONTINUED  progress made (a part written, parts sent) and the rest is on the queue: ack
-    HELD       another worker holds the part or the join (a duplicate delivery): ack; that worker's own
-               message comes back if it dies, and the sweeper (function.jobs.sweep) re-drives a job that
-               stops moving
+    HELD       another worker holds the part or the join (a duplicate delivery, or a redelivery whose
+               holder was killed): send the message again for when that worker's lease has run out (a
+               live holder finishes; a dead one's work is then taken over)
     FAILED     the job had failed before: ack, speaking nothing and sending no successor
     DEFERRED   nothing could be done before the deadline: hand the message back (it counts a receive)
     STOPPED    the worker was asked to stop (SIGTERM) with no time to finish the part: send the message
                again, as new; the attempt is not counted against the job
+Sent again means a new message and the received one acked: work that went back through no fault of its
+own never counts toward the queue's maxReceiveCount.
     FOREIGN    the plan's artifact is not this worker's: send the message again for another worker;
                nothing is spoken and no attempt counted
 
@@ -87,7 +89,7 @@ class Outcome(StrEnum):
     EXISTED = "exists"
     CONTINUED = "continued"
     HELD = "held"
-    FAILED = "failed"
+    FAILED = "job_failed"
     DEFERRED = "deferred"
     STOPPED = "stopped"
     FOREIGN = "foreign_artifact"

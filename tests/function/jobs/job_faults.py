@@ -1,6 +1,8 @@
-"""The Lambda runtime with faults injected into the job worker, for test_job_crashes.py (the child process):
+"""The Lambda runtime, or a queue worker, with faults injected into the job worker, for the job tests (the
+child process):
 
   python tests/function/jobs/job_faults.py SPEC[,SPEC...] HANDLER
+  python tests/function/jobs/job_faults.py SPEC[,SPEC...] worker [ARGS...]
 
 SPEC is one of
   clock:SECONDS            deadlines read a clock on which each segment the worker makes takes SECONDS,
@@ -10,6 +12,8 @@ SPEC is one of
   kill:OPERATION:SUFFIX    SIGKILL at the first S3 / SQS OPERATION (PutObject, GetObject, SendMessage)
                            on a key (or queue URL) ending in SUFFIX, before it is sent
   fail:OPERATION:SUFFIX    that call fails instead, as a lost connection does (once; later calls work)
+  fail-always:OPERATION:SUFFIX   every such call fails
+  drop:SendMessage:TEXT    the first message whose body holds TEXT is lost: SQS answers as if it had it
 """
 
 from __future__ import annotations
@@ -73,23 +77,39 @@ def at_segment(count: int, act: Callable[[], None]) -> None:
     worker.to_pcm16 = counted
 
 
-def at_call(operation: str, suffix: str, act: Callable[[], None]) -> None:
+def at_call(operation: str, match: str, act: Callable[[], Any], once: bool = True) -> None:
+    """`act` at OPERATION on a key or queue URL ending in `match`, or a message body holding it; what
+    `act` returns stands for the service's answer (the call is never sent)."""
+    from botocore.awsrequest import AWSResponse
+
     from function.aws import clients
 
     original, fired = clients._session, [False]
 
-    def hook(params: dict[str, Any], **_: Any) -> None:
+    def chosen(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         target = str(params.get("Key", params.get("QueueUrl", "")))
-        if not fired[0] and target.endswith(suffix):
-            fired[0] = True
-            act()
+        body = str(params.get("MessageBody", ""))
+        if (once and fired[0]) or not (target.endswith(match) or (match and match in body)):
+            return
+        fired[0] = True
+        context["answer"] = act()
+
+    def answered(context: dict[str, Any], **_: Any) -> Any:
+        if "answer" not in context:
+            return None
+        return AWSResponse("", 200, {}, None), context["answer"]
 
     def session() -> Any:
         made = original()
-        made.events.register(f"provide-client-params.{SERVICES[operation]}.{operation}", hook)
+        made.events.register(f"provide-client-params.{SERVICES[operation]}.{operation}", chosen)
+        made.events.register(f"before-call.{SERVICES[operation]}.{operation}", answered)
         return made
 
     clients._session = session
+
+
+def lost() -> dict[str, Any]:
+    return {"MessageId": "lost", "ResponseMetadata": {"HTTPStatusCode": 200}}
 
 
 def inject(spec: str) -> None:
@@ -97,16 +117,20 @@ def inject(spec: str) -> None:
         segment_clock(float(spec.split(":", 1)[1]))
         return
     action, point, argument = spec.split(":", 2)
-    act = {"kill": kill, "fail": fail}[action]
+    act = {"kill": kill, "fail": fail, "fail-always": fail, "drop": lost}[action]
     if point == "segment":
         at_segment(int(argument), act)
     else:
-        at_call(point, argument, act)
+        at_call(point, argument, act, once=action != "fail-always")
 
 
 if __name__ == "__main__":
-    from function.local.runtime import main
-
     for spec in sys.argv[1].split(","):
         inject(spec)
+    if sys.argv[2] == "worker":
+        from function.__main__ import main as commands
+
+        sys.exit(commands(sys.argv[2:]))
+    from function.local.runtime import main
+
     main([sys.argv[0], *sys.argv[2:]])

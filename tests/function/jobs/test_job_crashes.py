@@ -204,16 +204,16 @@ def test_a_live_lease_keeps_a_second_worker_out_and_a_stale_one_is_taken_over(bu
     def clock() -> float:
         return now
 
-    assert store.take_lease(job, now + 1.0, clock)  # the first worker
-    assert not store.take_lease(job, now + 60, clock)  # a duplicate delivery while it works
+    assert store.take_lease(job, now + 1.0, clock=clock)  # the first worker
+    assert not store.take_lease(job, now + 60, clock=clock)  # a duplicate delivery while it works
     held = store.status(job)
     assert held is not None and held.state == "running" and held.held(now) and not held.held(now + 1.0)
     now += 0.999
-    assert not store.take_lease(job, now + 60, clock)  # still the first worker's, to the last moment
+    assert not store.take_lease(job, now + 60, clock=clock)  # still the first worker's, to the last moment
     now += 0.002  # the first worker died without a word: its lease runs out
-    assert store.take_lease(job, now + 60, clock)  # taken over
+    assert store.take_lease(job, now + 60, clock=clock)  # taken over
     store.update_status(job, "done")
-    assert not store.take_lease(job, now + 60, clock)  # a finished job is nobody's
+    assert not store.take_lease(job, now + 60, clock=clock)  # a finished job is nobody's
 
 
 @pytest.mark.usefixtures("aws_in_process")

@@ -1,0 +1,169 @@
+"""Jobs that never get stuck: real queue workers (`python -m function worker` on the tiny artifact) with S3,
+SQS and SNS on moto_server, each disturbance triggered by the test or injected at a named call.
+
+GIVEN a job of four parts
+WHEN two workers with other windows share the queue; a part's message is lost; a part's writes always
+fail; every busy worker is stopped, again and again; the job moves to a worker with other flow steps
+and decode batch; a worker serving another artifact takes its messages
+THEN the job ends done with the audio of the undisturbed job, or failed with its reason and never another
+state afterwards; the job queue ends empty; a failed job has one dead letter and one notice.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.function.jobs.fleet import Deployment
+from tests.function.support import SPEAKER
+
+pytestmark = pytest.mark.engine
+
+SENTENCE = (  # one segment (the splitter packs sentences up to 80 text tokens)
+    "On a quiet morning the old baker opens his little shop, the narrow street smells of warm bread, the"
+    " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
+    " in the whole town expects that today will be any different from the long and gentle day before it."
+)
+JOB = {"text": " ".join([SENTENCE] * 4), "speaker": SPEAKER, "seed": 31, "format": "wav"}  # four segments
+PARTS = {"COSYVOICE_JOB_PART_SECONDS": "1"}  # a part per segment
+STALL = {"COSYVOICE_JOB_STALL_SECONDS": "2"}  # the workers sweep every second while idle
+
+
+@pytest.fixture(scope="module")
+def reference(moto_endpoint: str, artifact_location: str, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The job's audio, undisturbed: one worker, one part."""
+    deployment = Deployment(moto_endpoint, tmp_path_factory.mktemp("reference"), artifact_location)
+    try:
+        deployment.start_worker(COSYVOICE_JOB_PART_SECONDS="100000")
+        deployment.submit("job", JOB)
+        deployment.wait_done(["job"])
+        return deployment.result("job")["audio"]
+    finally:
+        deployment.stop()
+
+
+def ends_done(deployment: Deployment, reference: bytes) -> dict[str, Any]:
+    """The job done with the reference's audio, told once, nothing left on either queue."""
+    status = deployment.wait_done(["job"])["job"][-1]
+    assert status["status"] == "done", (status, deployment.logs())
+    assert deployment.result("job")["audio"] == reference
+    assert [end["status"] for end in deployment.ends_told()] == ["done"]
+    assert deployment.drained(deployment.dead_letters) == []
+    exits = deployment.stop()
+    assert [code for index, code in enumerate(exits) if index not in deployment.stopped] == [0] * (
+        len(exits) - len(deployment.stopped)
+    )
+    assert deployment.left_on_queue() == 0
+    return status
+
+
+def test_two_windows_on_one_queue_send_every_part(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+) -> None:
+    """The plan's window is the job's: a worker of window 1 plans it, one of window 3 finishes it."""
+    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
+    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
+    deployment.submit("job", JOB)
+    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    deployment.start_worker(COSYVOICE_JOB_PARALLEL="3")
+    assert deployment.terminate(first) == 0
+    plan = json.loads(deployment.read("tts/jobs/job/plan.json") or b"{}")
+    assert plan["window"] == 1 and len(plan["parts"]) == 4
+    ends_done(deployment, reference)
+
+
+def test_a_lost_part_message_is_sent_again_by_the_sweeper(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+) -> None:
+    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS, **STALL)
+    deployment.start_worker('drop:SendMessage:"part": 2', COSYVOICE_JOB_PARALLEL="1")
+    deployment.submit("job", JOB)
+    status = ends_done(deployment, reference)
+    assert status["progress"]["parts_done"] == 4
+    redriven = [line["redriven"] for line in deployment.lines("job_sweep") if line["redriven"]]
+    assert redriven == [{"job": [2]}]  # once, and only the lost part
+
+
+def test_a_part_that_always_fails_fails_the_job_once_for_good(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path
+) -> None:
+    deployment = Deployment(
+        moto_endpoint, tmp_path, artifact_location, **PARTS, **STALL, COSYVOICE_JOB_MAX_RECEIVES="2"
+    )
+    for _ in range(2):
+        deployment.start_worker("fail-always:PutObject:parts/000002.pcm", COSYVOICE_JOB_PARALLEL="4")
+    deployment.submit("job", JOB)
+    failed = deployment.wait_done(["job"])["job"][-1]
+    assert failed["status"] == "failed" and failed["error"]["code"] == "storage_error", failed
+    assert failed["retriable"] is True
+    # The other parts' messages finish or are acked; sweeps pass over it; it stays failed.
+    deployment.wait_for(lambda: deployment.left_on_queue() == 0, "emptied the queue")
+    deployment.wait_for(lambda: len(deployment.lines("job_sweep")) >= 4, "swept again")
+    assert deployment.status("job") == failed
+    (letter,) = deployment.drained(deployment.dead_letters)
+    assert json.loads(letter["Body"]) == {"job": "job", "part": 2}
+    assert letter["MessageAttributes"]["ErrorCode"]["StringValue"] == "storage_error"
+    ends = deployment.ends_told()
+    assert [(end["status"], end["error"]["code"]) for end in ends] == [("failed", "storage_error")]
+    assert deployment.stop() == [0, 0]
+    assert deployment.read("tts/job.wav") is None
+
+
+def test_stopping_every_busy_worker_again_and_again_never_fails_the_job(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+) -> None:
+    """Scaling in: SIGTERM with no time to finish hands the part back uncounted, so even one attempt a
+    part (COSYVOICE_JOB_MAX_RECEIVES=1) survives any number of stops."""
+    deployment = Deployment(
+        moto_endpoint,
+        tmp_path,
+        artifact_location,
+        **PARTS,
+        COSYVOICE_JOB_MAX_RECEIVES="1",
+        COSYVOICE_DRAIN_SECONDS="0",
+    )
+    workers = [deployment.start_worker(), deployment.start_worker()]
+    deployment.submit("job", JOB)
+    for _ in range(3):
+        deployment.wait_for(lambda: deployment.leased("job"), "took a part")
+        for worker in workers:
+            assert deployment.terminate(worker) == 0
+        workers = [deployment.start_worker(), deployment.start_worker()]
+    status = ends_done(deployment, reference)
+    assert "error" not in status and "last_error" not in status
+
+
+def test_a_job_moved_to_a_worker_with_other_flow_steps_keeps_its_sound(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+) -> None:
+    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
+    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
+    deployment.submit("job", JOB)
+    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    assert deployment.terminate(first) == 0  # a deploy: the part in hand is finished first
+    deployment.start_worker(COSYVOICE_FLOW_STEPS="5", COSYVOICE_DECODE_BATCH="2")
+    ends_done(deployment, reference)
+
+
+def test_a_worker_serving_another_artifact_never_speaks_the_jobs_parts(
+    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+) -> None:
+    other = tmp_path / "other-artifact"
+    shutil.copytree(artifact_location, other)
+    manifest = other / "manifest.json"
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=1))  # another identity
+    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS, COSYVOICE_DRAIN_SECONDS="0")
+    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
+    deployment.submit("job", JOB)
+    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    assert deployment.terminate(first) == 0
+    written = deployment.parts_written("job")
+    deployment.start_worker(COSYVOICE_ARTIFACT=str(other))
+    deployment.wait_for(lambda: deployment.lines("foreign_artifact"), "handed a part back")
+    assert deployment.parts_written("job") == written
+    deployment.start_worker()
+    ends_done(deployment, reference)
