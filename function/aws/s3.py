@@ -39,8 +39,8 @@ class _Precondition(Exception):
 
 
 class RewriteRefused(RuntimeError):
-    """A seek or read reached bytes of an Upload that have already left for S3: honouring it would
-    write a broken object."""
+    """A seek, write or read reached bytes of an Upload that have already left for S3: honouring it
+    would write a broken object."""
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,11 @@ class Upload:
     free (If-None-Match); an object that never filled a part after its head is one conditional PUT.
     Memory: the head and the part filling, about twice PART_BYTES, however long the object.
 
-    A seek into bytes that have left, or a read, raises RewriteRefused. libsndfile calls these methods
-    from C and swallows what they raise, so any failure in them is also kept and raised again by every
+    A seek or write into bytes that have left, or a read, raises RewriteRefused. libsndfile calls these
+    methods from C and swallows what they raise, so any failure in them is kept: raised again by every
     later call and by `complete`, which aborts the upload. As a context manager, an upload left without
-    `complete` is aborted.
+    `complete` is aborted, and a kept failure is raised in place of what it caused (soundfile's failed
+    write).
     """
 
     def __init__(self, bucket: str, key: str, output: Output, job_id: str | None = None) -> None:
@@ -162,9 +163,11 @@ class Upload:
     def __enter__(self) -> Upload:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, kind: object, raised: BaseException | None, trace: object) -> None:
         if not self._finished:
             self._abort()
+        if raised is not None and self._failure is not None and raised is not self._failure:
+            raise self._failure  # the cause of what was raised (libsndfile's short write)
 
     @property
     def _end(self) -> int:
