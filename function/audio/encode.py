@@ -13,8 +13,9 @@ file's first bytes to write FLAC's STREAMINFO or mp3's LAME tag, and never reads
 yields one piece at the end, and `encode_into` writes them into a file that keeps its head writable
 (function.aws.s3.Upload) instead.
 
-libsndfile calls the file's methods from C: an exception raised there is printed and swallowed, and the
-writer goes on. A file that refuses a write must remember it and raise when it is finished.
+libsndfile calls the file's methods from C: an exception raised there is reported as unraisable and
+swallowed, and libsndfile sees only a short write or a wrong position (or nothing, on close). A file
+that refuses a call must remember it and raise it again when it is finished.
 """
 
 from __future__ import annotations

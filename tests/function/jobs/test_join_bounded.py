@@ -63,7 +63,7 @@ def long_job(moto_endpoint: str) -> Iterator[tuple[str, list[int]]]:
 def job_of(bucket: str, fmt: str) -> Job:
     """Job "long" asking for `fmt`: its parts are the same whatever the format, its audio key is not."""
     request = SpeechJob(id="long", text="Long.", speaker=SPEAKER, format=fmt)
-    return Job("long", request, "unused", 0, "unused", bucket, "tts/")
+    return Job(id="long", request=request, sha256="", seed=0, created_at="", bucket=bucket, root="tts/")
 
 
 def joined(job: Job, sizes: list[int]) -> int:
