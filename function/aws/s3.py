@@ -4,13 +4,15 @@ handed out by presigned URL.
 Jobs (function.jobs.store) keep their request, parts and audio as write-once objects, so a duplicate delivery
 working on the same job at the same time cannot replace what the first one wrote, and their status as a
 read-modify-write object; direct invokes name their object in the reply with a presigned URL. Large
-audio goes up as a multipart upload holding one part in memory, completed only if the key is still free.
+audio goes up as a multipart upload written as a file (`Upload`), completed only if the key is still
+free; a job's parts are joined by S3 itself where they can be (`join`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+import io
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +21,7 @@ from function.core.errors import TTSError
 from function.core.formats import Output
 
 PRESIGNED_URL_SECONDS = 3600
-PART_BYTES = 8 * 1024 * 1024  # multipart upload part (S3's minimum is 5 MiB); what store_stream holds
+PART_BYTES = 8 * 1024 * 1024  # multipart upload part (S3's minimum is 5 MiB); an Upload holds two
 MIN_PART_BYTES = 5 * 1024 * 1024  # S3's smallest multipart part but the last
 _MISSING = ("404", "NoSuchKey", "NotFound")
 _PRECONDITION = ("PreconditionFailed", "412", "ConditionalRequestConflict", "409")
@@ -34,6 +36,11 @@ class StorageError(TTSError):
 
 class _Precondition(Exception):
     """The object exists (If-None-Match) or changed since it was read (If-Match)."""
+
+
+class RewriteRefused(RuntimeError):
+    """A seek, write or read reached bytes of an Upload that have already left for S3: honouring it
+    would write a broken object."""
 
 
 @dataclass(frozen=True)
@@ -120,47 +127,168 @@ def sizes(bucket: str, prefix: str) -> dict[str, int]:
     return found
 
 
+class Upload:
+    """`key` written once as a file (write, seek, tell: what libsndfile writes through), then `complete`d:
+    for encoders that finish their header on close by seeking back into the file's first bytes
+    (function.audio.encode.encode_into), and for bytes that only append (`store_stream`).
+
+    The object's first PART_BYTES (its head) stay in memory until `complete`, so writes that seek back
+    into them patch them; each later PART_BYTES leaves as multipart part 2, 3, … as soon as it fills.
+    `complete` sends the rest, then the head as part 1, and completes the upload only if `key` is still
+    free (If-None-Match); an object that never filled a part after its head is one conditional PUT.
+    Memory: the head and the part filling, about twice PART_BYTES, however long the object.
+
+    A seek or write into bytes that have left, or a read, raises RewriteRefused. libsndfile calls these
+    methods from C and swallows what they raise, so any failure in them is kept: raised again by every
+    later call and by `complete`, which aborts the upload. As a context manager, an upload left without
+    `complete` is aborted, and a kept failure is raised in place of what it caused (soundfile's failed
+    write).
+    """
+
+    def __init__(self, bucket: str, key: str, output: Output, job_id: str | None = None) -> None:
+        self.bucket = bucket
+        self.key = key
+        self._media_type = output.media_type
+        self._metadata = {"sample-rate": str(output.rate), **({"job-id": job_id} if job_id else {})}
+        self._client = s3_client()
+        self._head = bytearray()  # bytes 0 … PART_BYTES - 1
+        self._tail = bytearray()  # bytes from _tail_at on, not sent yet
+        self._tail_at = PART_BYTES
+        self._position = 0
+        self._upload: str | None = None
+        self._parts: list[dict[str, Any]] = []  # sent: part 2 on
+        self._failure: BaseException | None = None
+        self._finished = False
+
+    def __enter__(self) -> Upload:
+        return self
+
+    def __exit__(self, kind: object, raised: BaseException | None, trace: object) -> None:
+        if not self._finished:
+            self._abort()
+        if raised is not None and self._failure is not None and raised is not self._failure:
+            raise self._failure  # the cause of what was raised (libsndfile's short write)
+
+    @property
+    def _end(self) -> int:
+        return self._tail_at + len(self._tail) if len(self._head) == PART_BYTES else len(self._head)
+
+    def write(self, data: bytes) -> int:
+        with self._kept():
+            view = memoryview(data)
+            start = self._position
+            into_head = view[: max(PART_BYTES - start, 0)]
+            self._head[start : start + len(into_head)] = into_head
+            rest = view[len(into_head) :]
+            if rest:
+                at = start + len(into_head) - self._tail_at
+                if at < 0:
+                    raise self._refused(f"a write at byte {start}")
+                self._tail[at : at + len(rest)] = rest
+            self._position = start + len(view)
+            while len(self._tail) >= PART_BYTES:
+                self._send(bytes(memoryview(self._tail)[:PART_BYTES]))
+                del self._tail[:PART_BYTES]
+                self._tail_at += PART_BYTES
+            return len(view)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        with self._kept():
+            base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._end}[whence]
+            position = base + offset
+            if not (0 <= position <= len(self._head) or self._tail_at <= position <= self._end):
+                raise self._refused(f"a seek to byte {position}")
+            self._position = position
+            return position
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        with self._kept():
+            raise self._refused("a read")
+
+    def complete(self) -> bool:
+        """Finish the object: True when written, False when `key` existed (the upload is aborted)."""
+        try:
+            if self._failure is not None:
+                raise self._failure
+            if self._upload is None:
+                return put(
+                    self.bucket, self.key, bytes(self._head + self._tail), self._media_type, **self._metadata
+                )
+            if self._tail:
+                self._send(bytes(self._tail))
+            with _s3("write", self.bucket, self.key):
+                first = self._client.upload_part(
+                    Bucket=self.bucket,
+                    Key=self.key,
+                    UploadId=self._upload,
+                    PartNumber=1,
+                    Body=bytes(self._head),
+                )
+                parts = [{"ETag": first["ETag"], "PartNumber": 1}, *self._parts]
+                self._client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=self.key,
+                    UploadId=self._upload,
+                    MultipartUpload={"Parts": parts},
+                    IfNoneMatch="*",
+                )
+            return True
+        except BaseException as exc:
+            self._abort()
+            if isinstance(exc, _Precondition):
+                return False
+            raise
+        finally:
+            self._finished = True
+
+    @contextlib.contextmanager
+    def _kept(self) -> Iterator[None]:
+        """Raise a failure kept from an earlier call; keep one raised now."""
+        if self._failure is not None:
+            raise self._failure
+        try:
+            yield
+        except BaseException as exc:
+            self._failure = exc
+            raise
+
+    def _refused(self, what: str) -> RewriteRefused:
+        return RewriteRefused(
+            f"s3://{self.bucket}/{self.key}: {what}; an upload holds only its head (bytes before"
+            f" {PART_BYTES}) and its unsent tail (bytes {self._tail_at} to {self._end})"
+        )
+
+    def _send(self, data: bytes) -> None:
+        """Upload `data` as the next part from part 2 on, starting the multipart upload first."""
+        with _s3("write", self.bucket, self.key):
+            if self._upload is None:
+                self._upload = self._client.create_multipart_upload(
+                    Bucket=self.bucket, Key=self.key, ContentType=self._media_type, Metadata=self._metadata
+                )["UploadId"]
+            number = len(self._parts) + 2
+            sent = self._client.upload_part(
+                Bucket=self.bucket, Key=self.key, UploadId=self._upload, PartNumber=number, Body=data
+            )
+            self._parts.append({"ETag": sent["ETag"], "PartNumber": number})
+
+    def _abort(self) -> None:
+        _abort(self._client, self.bucket, self.key, self._upload)
+        self._finished = True
+
+
 def store_stream(
     bucket: str, key: str, pieces: Iterable[bytes], output: Output, job_id: str | None = None
 ) -> bool:
-    """Write the concatenated `pieces` to `key` once, holding at most about PART_BYTES of them: one PUT
-    when they fit in one part, else a multipart upload completed only if `key` is still free (a
+    """Write the concatenated `pieces` to `key` once through an `Upload` (about two PART_BYTES held):
+    one PUT when they are small, else a multipart upload completed only if `key` is still free (a
     duplicate delivery's upload is aborted). False when `key` existed."""
-    metadata = {"sample-rate": str(output.rate), **({"job-id": job_id} if job_id else {})}
-    client = s3_client()
-    buffer = bytearray()
-    upload: str | None = None
-    parts: list[dict[str, Any]] = []
-
-    def send_part(data: bytes) -> None:
-        number = len(parts) + 1
-        response = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=data)
-        parts.append({"ETag": response["ETag"], "PartNumber": number})
-
-    try:
-        with _s3("write", bucket, key):
-            for piece in pieces:
-                buffer += piece
-                while len(buffer) >= PART_BYTES:
-                    if upload is None:
-                        upload = client.create_multipart_upload(
-                            Bucket=bucket, Key=key, ContentType=output.media_type, Metadata=metadata
-                        )["UploadId"]
-                    send_part(bytes(buffer[:PART_BYTES]))
-                    del buffer[:PART_BYTES]
-            if upload is None:
-                return put(bucket, key, bytes(buffer), output.media_type, **metadata)
-            if buffer:
-                send_part(bytes(buffer))
-            client.complete_multipart_upload(
-                Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
-            )
-        return True
-    except BaseException as exc:
-        _abort(client, bucket, key, upload)
-        if isinstance(exc, _Precondition):
-            return False
-        raise
+    with Upload(bucket, key, output, job_id) as upload:
+        for piece in pieces:
+            upload.write(piece)
+        return upload.complete()
 
 
 def _abort(client: Any, bucket: str, key: str, upload: str | None) -> None:
@@ -177,11 +305,19 @@ def joinable(sizes: list[int]) -> bool:
     return all(size >= MIN_PART_BYTES for size in sizes[:-1])
 
 
-def join(bucket: str, key: str, first: bytes, sources: list[str], output: Output, job_id: str) -> bool:
+def join(
+    bucket: str,
+    key: str,
+    first: bytes,
+    sources: list[str],
+    output: Output,
+    job_id: str,
+    copied: Callable[[], None],
+) -> bool:
     """Write `first` followed by the objects `sources` (keys in `bucket`) to `key` once, as a multipart
     upload whose later parts S3 copies itself (UploadPartCopy): nothing of them is read back here.
-    `first` and each source but the last must be at least MIN_PART_BYTES (see `joinable`). Completed
-    only if `key` is still free; False when it existed."""
+    `first` and each source but the last must be at least MIN_PART_BYTES (see `joinable`); `copied` is
+    called after each source is copied. Completed only if `key` is still free; False when it existed."""
     metadata = {"sample-rate": str(output.rate), "job-id": job_id}
     client = s3_client()
     upload: str | None = None
@@ -193,14 +329,15 @@ def join(bucket: str, key: str, first: bytes, sources: list[str], output: Output
             sent = client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=1, Body=first)
             parts = [{"ETag": sent["ETag"], "PartNumber": 1}]
             for number, source in enumerate(sources, start=2):
-                copied = client.upload_part_copy(
+                done = client.upload_part_copy(
                     Bucket=bucket,
                     Key=key,
                     UploadId=upload,
                     PartNumber=number,
                     CopySource={"Bucket": bucket, "Key": source},
                 )
-                parts.append({"ETag": copied["CopyPartResult"]["ETag"], "PartNumber": number})
+                parts.append({"ETag": done["CopyPartResult"]["ETag"], "PartNumber": number})
+                copied()
             client.complete_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
             )
@@ -242,7 +379,9 @@ __all__ = [
     "MIN_PART_BYTES",
     "PART_BYTES",
     "PRESIGNED_URL_SECONDS",
+    "RewriteRefused",
     "StorageError",
+    "Upload",
     "Written",
     "delete",
     "exists",

@@ -1,5 +1,6 @@
 """Encoders: every format decodes back to the signal's length at its rate (resampled when asked, or when
-the codec needs it); wav/pcm stream chunk by chunk."""
+the codec needs it); wav/pcm stream chunk by chunk; libsndfile's formats are written chunk by chunk, and
+flac and mp3 come out as libsndfile writes the whole signal at once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from function.audio.encode import encode, iter_encode, to_pcm16
+from function.audio.encode import _Outbox, encode, iter_encode, to_pcm16
 from function.core.errors import UnsupportedFormat
 from function.core.formats import FORMATS, Output, audio_format
 
@@ -110,6 +111,35 @@ def test_ogg_streams_page_by_page_and_the_rest_arrive_whole(fmt: str) -> None:
         assert len(pieces) > 1 and pulled_at[0] < pulled  # a page left before the audio was all made
     else:
         assert len(pieces) == 1
+
+
+@pytest.mark.parametrize("fmt", ["flac", "mp3"])
+def test_headers_finished_on_close_match_the_whole_signal_written_at_once(fmt: str) -> None:
+    """libsndfile seeks back into the first bytes to finish flac's and mp3's headers; written chunk by
+    chunk, the file is byte for byte the one it writes from the whole signal."""
+    whole = io.BytesIO()
+    container, subtype = FORMATS[fmt].soundfile or ("", "")
+    soundfile.write(whole, np.concatenate(chunks()), RATE, format=container, subtype=subtype)
+    assert encode(chunks(), out(fmt)) == whole.getvalue()
+
+
+def test_a_long_chunk_is_written_to_vorbis_in_pieces() -> None:
+    """libsndfile's Vorbis writer puts a write on the C stack: a part's 150 s in one write would crash
+    the process, so the encoder hands it over in pieces."""
+    long = np.tile(np.concatenate(chunks()), 150)
+    audio, rate = soundfile.read(io.BytesIO(b"".join(iter_encode([long], out("ogg")))), dtype="int16")
+    assert (rate, audio.shape[0]) == (RATE, long.shape[0])
+
+
+def test_a_rewrite_of_streamed_bytes_fails_the_stream() -> None:
+    """libsndfile swallows what its file's methods raise: the refusal comes back from `take`."""
+    outbox = _Outbox()
+    outbox.write(b"page")
+    outbox.seek(0)
+    with pytest.raises(RuntimeError):
+        outbox.write(b"PAGE")
+    with pytest.raises(RuntimeError, match="rewrote"):
+        outbox.take()
 
 
 def test_unknown_formats_are_refused() -> None:
