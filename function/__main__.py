@@ -1,4 +1,4 @@
-"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify, worker (the pattern is
+"""`python -m function COMMAND`: serve, invoke, synth, speakers, verify, worker, sweep (the pattern is
 function.cli.base's)."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ COMMANDS = (
     "function.cli.speakers",
     "function.cli.verify",
     "function.cli.worker",
+    "function.cli.sweep",
 )
 
 

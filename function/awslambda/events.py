@@ -37,9 +37,12 @@ class UnsupportedEvent(TTSError):
 
 
 def event_kind(event: Any) -> str | None:
-    """'http', 'sqs', 'direct', or None for shapes this function does not serve."""
+    """'http', 'sqs', 'direct', 'sweep' (the schedule's `{"action": "sweep"}`), or None for shapes this
+    function does not serve."""
     if not isinstance(event, dict):
         return None
+    if event.get("action") == "sweep":
+        return "sweep"
     records = event.get("Records")
     if isinstance(records, list) and records:
         sqs = all(isinstance(r, dict) and r.get("eventSource") == "aws:sqs" for r in records)
@@ -78,7 +81,9 @@ def _run_job(request: SpeechJob, settings: Settings, context: Any) -> dict[str, 
     if request.id is None:  # the key is the job: the same key with other content is refused
         key_id = hashlib.sha256(request.output_name().encode()).hexdigest()[:32]
         request = request.model_copy(update={"id": key_id})
-    job, _ = store.submit(request, settings)
+    job, created = store.submit(request, settings)
+    if not created:
+        store.retry(job)  # the same job invoked again: a retriable failure is retried
     engine = get_engine()
     outcome = worker.run(job, engine, settings, invocation_deadline(context))
     reply = store.view(job, store.status(job))

@@ -43,6 +43,7 @@ from function.instance.library import clear_cached_voices
 from function.instance.settings import get_settings
 from function.instance.startup import STARTUP
 from function.jobs.batch import handle_sqs
+from function.jobs.sweep import sweep
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -102,6 +103,8 @@ def lambda_handler(event: Any, context: Any) -> Any:
         return handle_sqs(event, context)
     if kind == "direct":
         return direct_invoke(event, _settings, context)
+    if kind == "sweep":
+        return sweep(_settings).to_dict()
     raise UnsupportedEvent.of(event)
 
 

@@ -1,11 +1,10 @@
 """`python -m function worker --artifacts DIR`: consume the job queue (COSYVOICE_JOB_QUEUE_URL) until
-SIGTERM, as function.jobs.consumer describes; exit 0 once the part in hand is handed back."""
+SIGTERM, as function.jobs.consumer describes; exit 0 once the part in hand is finished or handed back."""
 
 from __future__ import annotations
 
 import argparse
 import signal
-import threading
 from types import FrameType
 
 from function.cli.base import add_artifacts_option, fail
@@ -27,15 +26,16 @@ def main(args: argparse.Namespace) -> int:
         return fail("function", str(exc))
     if settings.job_queue_url is None or settings.output_bucket is None:
         return fail("function", "a worker needs COSYVOICE_JOB_QUEUE_URL and COSYVOICE_OUTPUT_BUCKET")
-    stopping = threading.Event()
+    from function.jobs.consumer import Stopping, consume
+
+    stopping = Stopping()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
+        stopping.request()
 
     signal.signal(signal.SIGTERM, stop)  # from here on, even while the model loads: exit 0, nothing taken
     signal.signal(signal.SIGINT, stop)
     from function.instance.model import get_engine
-    from function.jobs.consumer import consume
 
     get_engine()
     print(f'{{"event": "worker_ready", "queue": "{settings.job_queue_url}"}}', flush=True)

@@ -26,6 +26,14 @@ class DeadlineExceeded(TTSError):
     status = 504
 
 
+class Stopped(DeadlineExceeded):
+    """The process was asked to stop (SIGTERM) and had no time left to finish the work: it goes back
+    unfinished, through no fault of its own."""
+
+    code = "stopped"
+    status = 503
+
+
 @dataclass(frozen=True)
 class Deadline:
     at: float  # time.monotonic() when the engine must have stopped
@@ -46,6 +54,11 @@ class Deadline:
     def expired(self) -> bool:
         return time.monotonic() >= self.at
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the process is stopping: work refused now is handed back, not failed."""
+        return False
+
     def check(self) -> None:
         """Raise DeadlineExceeded once the deadline has passed."""
         if self.expired():
@@ -60,4 +73,4 @@ def earliest(*deadlines: Deadline | None) -> Deadline | None:
     return min(given, key=lambda deadline: deadline.at) if given else None
 
 
-__all__ = ["Deadline", "DeadlineExceeded", "JOBS_HINT", "REPLY_MARGIN_SECONDS", "earliest"]
+__all__ = ["Deadline", "DeadlineExceeded", "JOBS_HINT", "REPLY_MARGIN_SECONDS", "Stopped", "earliest"]

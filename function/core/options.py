@@ -66,6 +66,9 @@ class SynthesisOptions:
     # Euler steps of the flow's ODE, MIN_FLOW_STEPS..MAX_FLOW_STEPS: 10 is v1's; fewer are faster (the
     # flow's time falls about linearly) and may sound worse. None: the deployment's (COSYVOICE_FLOW_STEPS).
     flow_steps: int | None = None
+    # segments of a whole request the LLM decodes as one batch, at most; None: the deployment's
+    # (COSYVOICE_DECODE_BATCH). A job's plan fixes it, so every part decodes as the job was planned.
+    decode_rows: int | None = None
     # pieces to perform in order (SSML, or text asking for speech marks); `text` is then its spoken text
     script: Script | None = None
     # prompt_audio's features already extracted (a saved voice, function.voices.library): used

@@ -316,7 +316,7 @@ class Engine:
             )
             for item, (llm_rng, _, _) in zip(inputs, generators, strict=True)
         ]
-        rows = 1 if options.stream else self.decode_rows
+        rows = 1 if options.stream else (options.decode_rows or self.decode_rows)
         decoder: LLM | SharedDecoder = self.llm
         if options.seed is None and not options.stream and self.shared_decoder is not None:
             decoder = self.shared_decoder

@@ -9,8 +9,10 @@ COSYVOICE_JOB_MAX_TEXT_CHARS    longest text of one job (POST /v1/jobs, an SQS m
 COSYVOICE_JOB_QUEUE_URL         the SQS queue jobs are sent to (and their parts through); default none: no
                                 POST /v1/jobs, and a job (a direct invoke with an id) is spoken part
                                 after part by the invocation that takes it
-COSYVOICE_JOB_MAX_RECEIVES      the queue's maxReceiveCount: on that receive a job that still fails
-                                (or finds no time) is marked failed with the reason; default 5
+COSYVOICE_JOB_MAX_RECEIVES      attempts of one part of a job, counted by the job (a part handed back
+                                on SIGTERM is not counted), and the queue's maxReceiveCount: on the last
+                                a part that still fails (or finds no time) fails its job with the
+                                reason; default 5
 COSYVOICE_JOB_LEASE_SECONDS     how long a worker holds a job's part (or its join) between renewals, and
                                 a queue worker its message: a worker that died (killed mid-part) is
                                 taken over once it has run out (never later than the end of the dead
@@ -21,6 +23,11 @@ COSYVOICE_JOB_PART_SECONDS      speech per part of a job (function.jobs.plan): a
                                 well inside Lambda's 900 s, and over S3's 5 MiB copy-part minimum)
 COSYVOICE_JOB_PARALLEL          parts of one job in flight at once, at most (a window: the worker that
                                 finishes part i sends part i + this); 1 = one part after another; default 16
+COSYVOICE_JOB_STALL_SECONDS     a job that has not moved (no part taken or written) for this long gets
+                                its unsent parts sent again by the sweeper (function.jobs.sweep);
+                                default 900
+COSYVOICE_JOB_MAX_REDRIVES      re-drives of a job that does not move, after which it fails with that
+                                reason; default 3
 COSYVOICE_JOB_TOPIC_ARN         SNS topic told of each job's end (id, status, where the audio is or why it
                                 failed); default none
 COSYVOICE_MAX_REQUEST_SECONDS   longest synchronous HTTP request in a container (`serve`): longer work
@@ -110,6 +117,8 @@ DEFAULT_JOB_LEASE_SECONDS = 300  # well over one segment's synthesis at full siz
 DEFAULT_DECODE_BATCH = 1
 DEFAULT_JOB_PART_SECONDS = 150  # a part's speech: ~230 s of synthesis at the measured int8 speed
 DEFAULT_JOB_PARALLEL = 16  # parts of one job in flight: below template.yaml's QueueMaxConcurrency
+DEFAULT_JOB_STALL_SECONDS = 900  # well over a part's synthesis: a job that moves is never re-driven
+DEFAULT_JOB_MAX_REDRIVES = 3
 DEFAULT_STALL_SECONDS = 60  # a flow step of a long segment on a loaded instance takes seconds, not a minute
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
 
@@ -153,6 +162,8 @@ class Settings:
     job_part_seconds: int = DEFAULT_JOB_PART_SECONDS  # speech per part of a job
     job_parallel: int = DEFAULT_JOB_PARALLEL  # parts of one job in flight at once
     job_topic_arn: str | None = None  # SNS topic told of each job's end
+    job_stall_seconds: int = DEFAULT_JOB_STALL_SECONDS  # a job not moving this long is re-driven
+    job_max_redrives: int = DEFAULT_JOB_MAX_REDRIVES  # re-drives without progress before it fails
     # Polly's API (/polly): access key id → the secret it verifies SigV4 with (none: refused) and its
     # tenant; the Polly voice names this deployment changes or adds
     sigv4_keys: Mapping[str, SigV4Key] = field(default_factory=dict)
@@ -218,6 +229,8 @@ class Settings:
             job_part_seconds=_int(env, "COSYVOICE_JOB_PART_SECONDS", DEFAULT_JOB_PART_SECONDS, 1),
             job_parallel=_int(env, "COSYVOICE_JOB_PARALLEL", DEFAULT_JOB_PARALLEL, 1),
             job_topic_arn=env.get("COSYVOICE_JOB_TOPIC_ARN", "").strip() or None,
+            job_stall_seconds=_int(env, "COSYVOICE_JOB_STALL_SECONDS", DEFAULT_JOB_STALL_SECONDS, 1),
+            job_max_redrives=_int(env, "COSYVOICE_JOB_MAX_REDRIVES", DEFAULT_JOB_MAX_REDRIVES, 0),
             sigv4_keys=_sigv4_keys(env),
             polly_voices=polly_voices,
             tenant_claim=env.get("COSYVOICE_TENANT_CLAIM", "").strip() or None,

@@ -51,6 +51,7 @@ from typing import Any
 
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, TTSError
+from function.core.tenant import DEFAULT_TENANT, TenantNameError, checked_tenant
 from function.instance.model import get_engine
 from function.instance.settings import Settings, get_settings
 from function.jobs import queue, store, worker
@@ -62,15 +63,6 @@ from function.service.schema import JOB_ID_PATTERN, JobMessage, SpeechJob, parse
 logger = logging.getLogger(__name__)
 
 
-class JobFailedBefore(InvalidRequest):
-    """The record names a job that had failed for good: it is dead-lettered with that job's reason."""
-
-    def __init__(self, error: Mapping[str, str] | None) -> None:
-        error = error or {}
-        super().__init__(error.get("message", "the job failed before"))
-        self.code = error.get("code", "job_failed")
-
-
 def process_record(
     record: Mapping[str, Any], settings: Settings, deadline: Deadline | None
 ) -> tuple[Job, Outcome]:
@@ -78,19 +70,18 @@ def process_record(
     part = None
     if isinstance(body, dict) and "job" in body:
         message = parse(JobMessage, body)
-        job, part = store.load(message.job, settings), message.part
+        job, part = store.load(message.job, settings, message.tenant), message.part
     else:
+        tenant = body.pop("tenant", DEFAULT_TENANT) if isinstance(body, dict) else DEFAULT_TENANT
         request = parse(SpeechJob, body)
         if request.id is None:
             raise InvalidRequest("id is required in a raw job message")
-        job, _ = store.submit(request, settings)
+        job, created = store.submit(request, settings, _tenant(tenant))
+        if not created:
+            store.retry(job)  # the same job sent again: a retriable failure is retried
     receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
     last_receive = receives >= settings.job_max_receives
-    outcome = worker.run(job, get_engine(), settings, deadline, last_receive, part)
-    if outcome is Outcome.FAILED:
-        current = store.status(job)
-        raise JobFailedBefore(None if current is None else current.error)
-    return job, outcome
+    return job, worker.run(job, get_engine(), settings, deadline, last_receive, part)
 
 
 def handle_sqs(event: Mapping[str, Any], context: Any = None) -> dict[str, list[dict[str, str]]]:
@@ -133,9 +124,14 @@ def handle_record(
     except Exception as exc:  # one record's bug must not fail its neighbours
         logger.exception("batch record %s failed", message_id)
         outcome |= {"status": "retrying", "code": "internal_error", "message": type(exc).__name__}
+    again = SENT_AGAIN_SECONDS.get(outcome["status"])
+    if again is not None:
+        try:
+            queue.send_again(str(record.get("body", "")), again, settings)
+        except queue.QueueError as exc:  # handed back instead: it counts a receive, nothing is lost
+            outcome |= {"status": "retrying", "send_again_error": exc.message}
     delay = {
         Outcome.DEFERRED.value: queue.RETRY_DEFERRED_SECONDS,
-        Outcome.HELD.value: settings.job_lease_seconds,  # by then a dead holder's lease has run out
         "retrying": queue.RETRY_FAILED_SECONDS,
         "failed": queue.RETRY_FAILED_SECONDS,
     }.get(outcome["status"])
@@ -143,6 +139,22 @@ def handle_record(
         queue.hand_back(record["receiptHandle"], delay, settings)
     print(json.dumps(outcome, ensure_ascii=False), flush=True)
     return delay is None
+
+
+# Records whose work went back through no fault of the part's own: sent again as new messages (so the
+# queue's receive count, and with it the redrive policy, never sees them), the original acked.
+SENT_AGAIN_SECONDS = {
+    Outcome.STOPPED.value: 0,  # the worker was asked to stop: another takes the part now
+    Outcome.FOREIGN.value: queue.RETRY_DEFERRED_SECONDS,  # for a worker with the job's artifact
+}
+
+
+def _tenant(named: Any) -> str:
+    """The tenant a raw job message names (the queue is inside the deployment's trust boundary)."""
+    try:
+        return checked_tenant(named) if isinstance(named, str) else checked_tenant(repr(named))
+    except TenantNameError as exc:
+        raise InvalidRequest(str(exc)) from None
 
 
 def _body(record: Mapping[str, Any]) -> Any:

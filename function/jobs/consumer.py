@@ -6,12 +6,17 @@ It long-polls COSYVOICE_JOB_QUEUE_URL for one message at a time, keeps it invisi
 (for COSYVOICE_JOB_LEASE_SECONDS, renewed by ChangeMessageVisibility every third of that: a killed
 worker's message comes back when its part's lease runs out), deletes what it finished and hands back what
 it could not do (visible again in 10 s or 60 s, as on Lambda; the queue's redrive policy dead-letters a
-message after its last receive). A worker has no deadline of its own: a part runs to its end.
+message after its last receive). A worker has no deadline of its own: a part runs to its end. Between
+messages, and while the queue is idle, it sweeps the deployment's jobs (function.jobs.sweep) once
+COSYVOICE_JOB_STALL_SECONDS / 2 have passed since its last pass; the sweeper's lease keeps that to one
+worker of the fleet at a time.
 
-SIGTERM (Kubernetes scaling in, `docker compose stop`): the part being spoken stops at its next token and
-its message is handed back at once (the parts already written are kept: the part is spoken again from
-its start by whichever worker receives it), then the worker exits 0. Scaling is the platform's: KEDA's
-`aws-sqs-queue` trigger on the same queue (infra/k8s/workers).
+SIGTERM (Kubernetes scaling in, `docker compose stop`): the worker takes no new message and finishes the
+part in hand if it can within COSYVOICE_DRAIN_SECONDS (the measured speed says up front whether it can).
+Otherwise, or once that time is up, the part stops at its next token and its message is sent again as a
+new one (the parts already written are kept; the part is spoken again from its start by whichever
+worker receives it, and the attempt does not count against the job), then the worker exits 0. Scaling
+is the platform's: KEDA's `aws-sqs-queue` trigger on the same queue (infra/k8s/workers).
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ import contextlib
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from function.core.deadline import Deadline, DeadlineExceeded
+from function.core.deadline import REPLY_MARGIN_SECONDS, Deadline, Stopped
 from function.instance.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -31,39 +37,76 @@ logger = logging.getLogger(__name__)
 WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute, and stops within this
 
 
+class Stopping:
+    """SIGTERM's mark: whether the worker was asked to stop, and since when."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.since: float | None = None  # time.monotonic() of the request
+
+    def request(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        return self._event.wait(seconds)
+
+
 @dataclass(frozen=True)
 class UntilStopped(Deadline):
-    """No time limit, until the worker is asked to stop: then the engine stops at its next token."""
+    """No time limit until the worker is asked to stop; then `drain_seconds` more, after which the
+    engine stops at its next token (Stopped)."""
 
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: Stopping = field(default_factory=Stopping)
+    drain_seconds: float = 0.0
 
     def remaining(self) -> float:
-        return -1.0 if self.stop.is_set() else super().remaining()
+        if self.stop.since is None:
+            return math.inf
+        return self.stop.since + self.drain_seconds - REPLY_MARGIN_SECONDS - time.monotonic()
 
     def expired(self) -> bool:
-        return self.stop.is_set() or super().expired()
+        return self.remaining() <= 0
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop.is_set()
 
     def check(self) -> None:
-        if self.stop.is_set():
-            raise DeadlineExceeded("the worker was asked to stop (SIGTERM): the part goes back to the queue")
+        if self.expired():
+            raise Stopped(
+                f"the worker was asked to stop (SIGTERM) and its {self.drain_seconds:.0f} s to finish"
+                " (COSYVOICE_DRAIN_SECONDS) ran out: the part goes back to the queue"
+            )
 
 
-def consume(settings: Settings, stopping: threading.Event) -> None:
-    """Work on the queue's messages one at a time until `stopping` is set. SQS refusing a receive or a
-    delete is logged and waited out: a message not deleted comes back and finds its work done."""
+def consume(settings: Settings, stopping: Stopping) -> None:
+    """Work on the queue's messages one at a time until `stopping` is set, sweeping between them. SQS
+    refusing a receive or a delete is logged and waited out: a message not deleted comes back and finds
+    its work done."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from function.aws.clients import sqs_client
     from function.jobs.batch import handle_record
 
     assert settings.job_queue_url is not None
-    deadline = UntilStopped(math.inf, "none: a worker's part runs to its end", math.inf, stopping)
+    deadline = UntilStopped(
+        math.inf, "none: a worker's part runs to its end", math.inf, stopping, settings.drain_seconds
+    )
+    swept = -math.inf
     while not stopping.is_set():
+        if time.monotonic() - swept >= settings.job_stall_seconds / 2:
+            swept = time.monotonic()
+            _sweep(settings)
         try:
             received = sqs_client().receive_message(
                 QueueUrl=settings.job_queue_url,
                 MaxNumberOfMessages=1,
-                WaitTimeSeconds=WAIT_SECONDS,
+                WaitTimeSeconds=min(WAIT_SECONDS, max(1, math.ceil(settings.job_stall_seconds / 2))),
                 VisibilityTimeout=settings.job_lease_seconds,
                 AttributeNames=["All"],
             )
@@ -87,6 +130,17 @@ def consume(settings: Settings, stopping: threading.Event) -> None:
                     )
                 except (BotoCoreError, ClientError) as exc:
                     logger.warning("cannot delete a finished message (it comes back, done): %s", exc)
+
+
+def _sweep(settings: Settings) -> None:
+    """One pass of the sweeper, if no other worker of the fleet holds its lease; its failures are
+    logged (the next pass tries again), never the worker's end."""
+    from function.jobs.sweep import sweep
+
+    try:
+        sweep(settings)
+    except Exception:
+        logger.exception("the job sweep failed")
 
 
 @contextlib.contextmanager
@@ -118,4 +172,4 @@ def _kept_invisible(settings: Settings, receipt_handle: str) -> Iterator[None]:
         thread.join()
 
 
-__all__ = ["UntilStopped", "consume"]
+__all__ = ["Stopping", "UntilStopped", "consume"]

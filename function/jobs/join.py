@@ -15,7 +15,7 @@ of one run of the whole script.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
 
 from function.audio.encode import iter_encode, wav_header
@@ -43,8 +43,9 @@ def seconds_needed(output: Output, audio_seconds: float) -> float:
     return JOIN_SECONDS + audio_seconds * per_second
 
 
-def join_audio(job: Job, output: Output, sizes: list[int]) -> None:
-    """Write the audio object from the parts of these byte `sizes` (0, 1, … in order), once."""
+def join_audio(job: Job, output: Output, sizes: list[int], renew: Callable[[], None]) -> None:
+    """Write the audio object from the parts of these byte `sizes` (0, 1, … in order), once; `renew`
+    (the joiner's lease) is called as the parts are read."""
     header = wav_header(output.rate, sum(sizes)) if output.name == "wav" else b""
     voiced = [index for index, size in enumerate(sizes) if size > 0]  # S3 copies no empty object
     if copies_parts(output) and len(voiced) > 1 and s3.joinable([sizes[index] for index in voiced]):

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 from function.aws.clients import sqs_client
 from function.core.errors import TTSError
+from function.core.tenant import DEFAULT_TENANT
 from function.instance.settings import Settings
-from function.jobs.store import JobsUnavailable
+from function.jobs.store import Job, JobsUnavailable
 
 
 class QueueError(TTSError):
@@ -57,6 +59,33 @@ def hand_back(receipt_handle: str, seconds: int, settings: Settings) -> None:
         )
 
 
+def send_again(body: str, delay_seconds: int, settings: Settings) -> None:
+    """Send a received message's `body` again as a new message, visible in `delay_seconds` (at most SQS's
+    900): for work handed back through no fault of its own, which must not count toward the queue's
+    maxReceiveCount. Raises QueueError if SQS refuses (the caller hands the message back instead)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        sqs_client().send_message(
+            QueueUrl=queue_url(settings), MessageBody=body, DelaySeconds=min(delay_seconds, 900)
+        )
+    except (BotoCoreError, ClientError) as exc:
+        raise QueueError(f"cannot send a message again: {exc}") from exc
+
+
+def waiting(settings: Settings) -> int:
+    """Messages on the job queue that no worker has received yet (SQS's approximate count)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        found = sqs_client().get_queue_attributes(
+            QueueUrl=queue_url(settings), AttributeNames=["ApproximateNumberOfMessages"]
+        )
+    except (BotoCoreError, ClientError) as exc:
+        raise QueueError(f"cannot read the job queue's length: {exc}") from exc
+    return int(found["Attributes"]["ApproximateNumberOfMessages"])
+
+
 MAX_ATTRIBUTE_CHARS = 1024  # an error message is a line for people; SQS takes 256 KiB with the body
 
 
@@ -83,15 +112,25 @@ def dead_letter(body: str, error: TTSError, job_id: str | None, message_id: str,
     return True
 
 
-def enqueue(job_id: str, settings: Settings, part: int | None = None) -> None:
+def message(job: Job, part: int | None = None) -> dict[str, Any]:
+    """The body naming `job` (its `part`): the tenant only when it is not the default, so a message
+    reads as it did before tenants."""
+    body: dict[str, Any] = {"job": job.id}
+    if part is not None:
+        body["part"] = part
+    if job.tenant != DEFAULT_TENANT:
+        body["tenant"] = job.tenant
+    return body
+
+
+def enqueue(job: Job, settings: Settings, part: int | None = None) -> None:
     """Send the job's message: the whole job (planned by the worker that takes it), or one `part`."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    body = {"job": job_id} if part is None else {"job": job_id, "part": part}
     try:
-        sqs_client().send_message(QueueUrl=queue_url(settings), MessageBody=json.dumps(body))
+        sqs_client().send_message(QueueUrl=queue_url(settings), MessageBody=json.dumps(message(job, part)))
     except (BotoCoreError, ClientError) as exc:
-        named = f"job {job_id!r}" if part is None else f"part {part} of job {job_id!r}"
+        named = f"job {job.id!r}" if part is None else f"part {part} of job {job.id!r}"
         raise QueueError(f"cannot queue {named}: {exc}") from exc
 
 
@@ -102,5 +141,8 @@ __all__ = [
     "dead_letter",
     "enqueue",
     "hand_back",
+    "message",
     "queue_url",
+    "send_again",
+    "waiting",
 ]

@@ -3,7 +3,8 @@
 Submission stores the request and queues a small message naming it (function.jobs.queue); the SQS path
 (function.jobs.batch) does the work across as many invocations as it takes. The queued status is written
 once the message is sent, so a job with a request but no status was never queued: submitting the same
-content again queues it then. Without an output bucket or a queue the routes answer 503
+content again queues it then. Submitting a job that failed retriably again retries it (the one way out
+of `failed`, function.jobs.store.retry). Without an output bucket or a queue the routes answer 503
 jobs_unavailable. Included by function.api.app.create_app.
 
 A job is its caller's tenant's (function.http.context): ids are unique per tenant, and another tenant's
@@ -49,8 +50,11 @@ def submit(request: SpeechJob, settings: Settings, caller: Caller) -> tuple[stor
     job, created = store.submit(request, settings, tenant=caller.tenant)
     current = store.status(job)
     if current is None:
-        queue.enqueue(job.id, settings, tenant=caller.tenant)
+        queue.enqueue(job, settings)
         current = store.mark_queued(job)
+    elif not created and store.retry(job):  # the same job again: a retriable failure is retried
+        queue.enqueue(job, settings)
+        current = store.status(job) or current
     return job, current, created
 
 

@@ -34,6 +34,7 @@ never outlasts its holder's invocation.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
@@ -50,8 +51,9 @@ from function.aws import s3
 from function.core.errors import TTSError
 from function.core.options import SynthesisOptions
 from function.core.script import SpeechMark
+from function.core.tenant import DEFAULT_TENANT, tenant_prefix
 from function.instance.settings import Settings
-from function.jobs.plan import Plan
+from function.jobs.plan import Contract, Plan
 from function.service.schema import JOB_ID_PATTERN, SpeechJob
 
 JOBS_FOLDER = "jobs/"
@@ -60,6 +62,9 @@ MARKED_KEYS = ("marks_key", "captions_key")  # a marked job's speech marks and c
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 _JSON = "application/json"
 _WRITE_ATTEMPTS = 5  # status writers racing on one job: each lost race re-reads and retries
+# Beside the job folders under jobs/ (a job id starts with a letter or a digit, so neither is an id):
+_ACTIVE = "_active"  # the index of jobs that are not final: _active/{tenant}/{id}
+_SWEEPER = "_sweeper.json"  # the lease of the deployment's one sweeper
 
 
 class JobNotFound(TTSError):
@@ -113,7 +118,13 @@ class Job:
     seed: int
     created_at: str
     bucket: str
-    prefix: str  # COSYVOICE_OUTPUT_PREFIX
+    root: str  # COSYVOICE_OUTPUT_PREFIX
+    tenant: str = DEFAULT_TENANT
+
+    @property
+    def prefix(self) -> str:
+        """Where the tenant's objects live: the root, or under tenants/{tenant}/ for all but the default."""
+        return tenant_prefix(self.root, self.tenant)
 
     @property
     def folder(self) -> str:
@@ -150,6 +161,11 @@ class Job:
     def lease_key(self, index: int) -> str:
         return f"{self.folder}leases/{index:06d}.json"
 
+    @property
+    def active_key(self) -> str:
+        """Its entry in the deployment's index of jobs that are not final (what the sweeper reads)."""
+        return f"{_active_folder(self.root)}{self.tenant}/{self.id}"
+
     def options(self) -> SynthesisOptions:
         """What the worker synthesises: the request, with the job's seed, segment by segment whole."""
         return replace(self.request.to_options(), seed=self.seed, stream=False)
@@ -157,6 +173,7 @@ class Job:
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
+            "tenant": self.tenant,
             "sha256": self.sha256,
             "seed": self.seed,
             "created_at": self.created_at,
@@ -164,7 +181,7 @@ class Job:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], bucket: str, prefix: str) -> Job:
+    def from_dict(cls, data: dict[str, Any], bucket: str, root: str, tenant: str) -> Job:
         return cls(
             id=data["id"],
             request=SpeechJob.model_validate(data["request"]),
@@ -172,7 +189,8 @@ class Job:
             seed=int(data["seed"]),
             created_at=data["created_at"],
             bucket=bucket,
-            prefix=prefix,
+            root=root,
+            tenant=tenant,
         )
 
 
@@ -190,11 +208,23 @@ class JobStatus:
     lease_until: float | None = None  # running: a worker joins the parts until then (time.time())
     parts_total: int | None = None  # known once a worker has planned the job
     parts_done: int = 0
+    progressed_at: float | None = None  # when the job last moved (time.time()): queued, a part taken or
+    # written, a re-drive; None in a status written before it was kept (its updated_at stands in)
+    redrives: int = 0  # the sweeper's re-drives since the job last moved
 
     @property
     def final(self) -> bool:
-        """Nothing more will happen to the job: its audio is written, or it cannot be made."""
-        return self.state == DONE or (self.state == FAILED and not self.retriable)
+        """Nothing more will happen to the job: its audio is written, or it failed (a retriable failure
+        is retried only by submitting the same job again, function.jobs.store.retry)."""
+        return self.state in (DONE, FAILED)
+
+    def moved_at(self) -> float:
+        """When the job last moved (time.time())."""
+        if self.progressed_at is not None:
+            return self.progressed_at
+        return (
+            calendar.timegm(time.strptime(self.updated_at, "%Y-%m-%dT%H:%M:%SZ")) if self.updated_at else 0.0
+        )
 
     def held(self, now: float) -> bool:
         """Whether a worker holds the job at `now` (a killed worker's lease runs out by itself)."""
@@ -220,6 +250,10 @@ class JobStatus:
             data["retriable"] = True
         if self.lease_until is not None:
             data["lease_until"] = round(self.lease_until, 3)
+        if self.progressed_at is not None:
+            data["progressed_at"] = round(self.progressed_at, 3)
+        if self.redrives:
+            data["redrives"] = self.redrives
         return data
 
     @classmethod
@@ -246,12 +280,14 @@ class JobStatus:
             lease_until=data.get("lease_until"),
             parts_total=progress.get("parts_total"),
             parts_done=progress.get("parts_done", 0),
+            progressed_at=data.get("progressed_at"),
+            redrives=data.get("redrives", 0),
         )
 
 
-def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
-    """Store a new job (True), or find the one its id names with the same content (False). A request
-    without an id gets a fresh one. Raises JobConflict for an id taken by other content."""
+def submit(request: SpeechJob, settings: Settings, tenant: str = DEFAULT_TENANT) -> tuple[Job, bool]:
+    """Store a new job of `tenant`'s (True), or find the one its id names with the same content (False).
+    A request without an id gets a fresh one. Raises JobConflict for an id taken by other content."""
     bucket = bucket_of(settings)
     request.to_options().validated(settings.job_max_text_chars)
     job_id = request.id or uuid.uuid4().hex
@@ -264,28 +300,30 @@ def submit(request: SpeechJob, settings: Settings) -> tuple[Job, bool]:
         seed=request.seed if request.seed is not None else secrets.randbits(63),
         created_at=_now(),
         bucket=bucket,
-        prefix=settings.output_prefix,
+        root=settings.output_prefix,
+        tenant=tenant,
     )
     body = json.dumps(job.to_dict(), ensure_ascii=False).encode()
+    mark_active(job)  # before the request: a job stored is a job the sweeper can find
     if s3.put(bucket, _request_key(job.folder), body, _JSON):
         return job, True
-    existing = load(job.id, settings)
+    existing = load(job.id, settings, tenant)
     if existing.sha256 != job.sha256:
         raise JobConflict(
-            f"job {job.id!r} exists with other content (sha256 {existing.sha256[:12]}…, this request's"
-            f" {job.sha256[:12]}…): give this request another id"
+            f"job id {job.id!r} is taken by a job with other content: give this request another id"
         )
     return existing, False
 
 
-def load(job_id: str, settings: Settings) -> Job:
+def load(job_id: str, settings: Settings, tenant: str = DEFAULT_TENANT) -> Job:
+    """`tenant`'s job `job_id`; JobNotFound when that tenant has none (whatever other tenants have)."""
     bucket = bucket_of(settings)
     if re.fullmatch(JOB_ID_PATTERN, job_id) is None:  # never a key outside the job's folder
         raise JobNotFound(f"no job {job_id!r}")
-    found = s3.read(bucket, _request_key(_folder(settings.output_prefix, job_id)))
+    found = s3.read(bucket, _request_key(_folder(tenant_prefix(settings.output_prefix, tenant), job_id)))
     if found is None:
         raise JobNotFound(f"no job {job_id!r}")
-    return Job.from_dict(json.loads(found[0]), bucket, settings.output_prefix)
+    return Job.from_dict(json.loads(found[0]), bucket, settings.output_prefix, tenant)
 
 
 def status(job: Job) -> JobStatus | None:
@@ -314,12 +352,16 @@ def release(job: Job, state: str | None, held_until: float | None, **changes: An
     return _rewrite(job, changed)
 
 
-def take_lease(job: Job, until: float, clock: Callable[[], float] = time.time) -> bool:
-    """Hold the job as the worker joining its parts until `until` (on `clock`, time.time()): False if
-    another worker holds it (its lease has not run out) or the job is finished."""
+def take_lease(
+    job: Job, until: float, held: float | None = None, clock: Callable[[], float] = time.time
+) -> bool:
+    """Hold the job as the worker joining its parts until `until` (on `clock`, time.time()), or renew
+    this worker's own lease (held until `held`): False if another worker holds it (its lease has not run
+    out) or the job is finished."""
 
     def taken(current: JobStatus) -> JobStatus | None:
-        if current.final or current.held(clock()):
+        mine = held is not None and current.lease_until == held
+        if current.final or (current.held(clock()) and not mine):
             return None
         return replace(current, state=RUNNING, lease_until=until)
 
@@ -348,18 +390,18 @@ def _rewrite(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> JobSt
 
 def mark_queued(job: Job) -> JobStatus:
     """The status of a job whose message was just sent, unless a worker has written one already."""
-    queued = JobStatus(QUEUED)
+    queued = JobStatus(QUEUED, progressed_at=time.time())
     body = json.dumps(queued.to_dict(), ensure_ascii=False).encode()
     if s3.put(job.bucket, _status_key(job), body, _JSON):
         return queued
     return status(job) or queued
 
 
-def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int, speaking: bool = False) -> JobStatus:
+def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int, started: bool = False) -> JobStatus:
     """The progress of a job whose finished parts have these byte `sizes` (at `rate` samples a second):
-    never below what a writer that saw more parts recorded. A job that failed after a part's last
-    receive stays failed (the part's message is dead-lettered) until a worker is `speaking` a part
-    again (a redriven message): then it is running."""
+    never below what a writer that saw more parts recorded. The job has moved (the sweeper leaves it
+    alone) when a part was written since, or a worker has just `started` a part. A final job (done, or
+    failed) stays as it is."""
     segments = sum(len(plan.parts[index]) for index in sizes)
     seconds = sum(sizes.values()) / PCM_BYTES / rate
 
@@ -368,29 +410,89 @@ def record_parts(job: Job, plan: Plan, sizes: dict[int, int], rate: int, speakin
             return replace(current, parts_total=len(plan.parts))
         progress = replace(
             current,
+            state=RUNNING,
             parts_total=len(plan.parts),
             parts_done=len(sizes),
             segments_total=plan.segments,
             segments_done=segments,
             audio_seconds=seconds,
         )
-        if current.state == FAILED and not speaking:
-            return progress
-        return replace(progress, state=RUNNING, error=None, retriable=False)
+        if started or len(sizes) > current.parts_done or current.parts_total is None:
+            return replace(progress, progressed_at=time.time(), redrives=0, error=None)
+        return progress
 
     return _rewrite(job, counted)
 
 
-def load_plan(job: Job) -> Plan | None:
+def fail(job: Job, error: dict[str, str], retriable: bool, held_until: float | None) -> bool:
+    """Mark the job failed with `error`, giving up the join's lease if it is this worker's (held until
+    `held_until`). True when this call failed it; False when it was final already (done, or failed by
+    another worker: that worker tells the topic and dead-letters its message, so a job fails once)."""
+    failed_here = False
+
+    def failed(current: JobStatus) -> JobStatus:
+        nonlocal failed_here
+        failed_here = True
+        mine = held_until is not None and current.lease_until == held_until
+        lease_until = None if mine else current.lease_until
+        return replace(current, state=FAILED, error=error, retriable=retriable, lease_until=lease_until)
+
+    _rewrite(job, failed)
+    return failed_here
+
+
+def retry(job: Job) -> bool:
+    """Queue a job that failed retriably again: the one way out of `failed`, taken when the same job
+    (same id and content) is submitted again. Its finished parts are kept; every part's attempts start
+    again. True when this call moved it (the caller sends its message); False when the job did not fail
+    retriably, or another submission retried it first."""
+    key = _status_key(job)
+    found = s3.read(job.bucket, key)
+    current = None if found is None else JobStatus.from_dict(json.loads(found[0]))
+    if found is None or current is None or current.state != FAILED or not current.retriable:
+        return False
+    s3.delete(job.bucket, s3.sizes(job.bucket, f"{job.folder}leases/"))  # nobody speaks a failed job
+    queued = replace(
+        current,
+        state=QUEUED,
+        error=None,
+        retriable=False,
+        lease_until=None,
+        progressed_at=time.time(),
+        redrives=0,
+        updated_at=_now(),
+    )
+    body = json.dumps(queued.to_dict(), ensure_ascii=False).encode()
+    if not s3.put(job.bucket, key, body, _JSON, etag=found[1]):
+        return False
+    mark_active(job)
+    return True
+
+
+def redriven(job: Job, max_redrives: int, reason: str) -> JobStatus:
+    """Count one re-drive of a job that has not moved: the status now in force, failed (for good: its
+    parts keep failing to move) once this would be re-drive `max_redrives` + 1."""
+
+    def counted(current: JobStatus) -> JobStatus:
+        if current.redrives >= max_redrives:
+            message = f"{reason}; no progress after {current.redrives} re-drives"
+            return replace(current, state=FAILED, error={"code": "job_stalled", "message": message})
+        return replace(current, redrives=current.redrives + 1, progressed_at=time.time())
+
+    return _rewrite(job, counted)
+
+
+def load_plan(job: Job, reader: Contract) -> Plan | None:
+    """The job's plan; `reader`'s settings stand in for what a plan stored before contracts lacks."""
     found = s3.read(job.bucket, _plan_key(job))
-    return None if found is None else Plan.from_dict(json.loads(found[0]))
+    return None if found is None else Plan.from_dict(json.loads(found[0]), reader)
 
 
 def save_plan(job: Job, plan: Plan) -> Plan:
     """Store the job's plan unless a worker stored one first; the plan now in force."""
     if s3.put(job.bucket, _plan_key(job), json.dumps(plan.to_dict()).encode(), _JSON):
         return plan
-    stored = load_plan(job)
+    stored = load_plan(job, plan.contract)
     if stored is None:
         raise s3.StorageError(f"the plan of job {job.id!r} was refused and cannot be read")
     return stored
@@ -409,8 +511,19 @@ def write_part(job: Job, index: int, pcm: bytes, marks: list[tuple[int, SpeechMa
     identical part finds the first one there and keeps it."""
     if marks:
         body = [{"samples": samples, **mark.to_dict()} for samples, mark in marks]
-        s3.put(job.bucket, job.part_marks_key(index), json.dumps(body, ensure_ascii=False).encode(), _JSON)
-    s3.put(job.bucket, job.part_key(index), pcm, "audio/L16")
+        _write_once(
+            job.bucket, job.part_marks_key(index), json.dumps(body, ensure_ascii=False).encode(), _JSON
+        )
+    _write_once(job.bucket, job.part_key(index), pcm, "audio/L16")
+
+
+def _write_once(bucket: str, key: str, data: bytes, content_type: str) -> None:
+    """Write `key` once, and make sure it is there: a refused conditional write (412: written before;
+    409: another write of it was under way, and may yet fail) counts only once the object is read back."""
+    for _ in range(_WRITE_ATTEMPTS):
+        if s3.put(bucket, key, data, content_type) or s3.exists(bucket, key):
+            return
+    raise s3.StorageError(f"s3://{bucket}/{key} was refused {_WRITE_ATTEMPTS} times and is not there")
 
 
 def read_part(job: Job, index: int) -> bytes:
@@ -439,23 +552,76 @@ def read_part_marks(job: Job, index: int) -> list[tuple[int, SpeechMark]]:
 
 def take_part_lease(
     job: Job, index: int, until: float, held: float | None = None, clock: Callable[[], float] = time.time
-) -> bool:
-    """Hold part `index` until `until`: True when nobody holds it, the holder's lease has run out, or it
-    is this worker's own lease (held until `held`), renewed; False while another worker holds it."""
+) -> int | None:
+    """Hold part `index` until `until`: the part's attempts, this one counted, when nobody holds it or the
+    holder's lease has run out (a fresh attempt), or when it is this worker's own lease (held until
+    `held`), renewed (no new attempt); None while another worker holds it."""
+    return _take(job.bucket, job.lease_key(index), until, held, clock, count=True)
+
+
+def release_part_lease(job: Job, index: int, held: float | None, counted: bool = True) -> None:
+    """Give up part `index`'s lease if it is still this worker's (held until `held`). `counted` False:
+    this attempt does not count toward the job's failure (the worker was stopped, or handed the part
+    back for a reason that is not the part's)."""
+    if held is None:
+        return
     key = job.lease_key(index)
     found = s3.read(job.bucket, key)
-    if found is not None:
-        current = json.loads(found[0])["until"]
-        if current != held and current > clock():
-            return False
-    body = json.dumps({"until": until}).encode()
-    return s3.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1])
+    if found is None:
+        return
+    lease = json.loads(found[0])
+    if lease["until"] != held:
+        return
+    attempts = lease.get("attempts", 1) - (0 if counted else 1)
+    s3.put(
+        job.bucket, key, json.dumps({"until": 0.0, "attempts": max(attempts, 0)}).encode(), _JSON, found[1]
+    )
 
 
-def release_part_lease(job: Job, index: int, held: float | None) -> None:
-    """Give up part `index`'s lease if it is still this worker's (held until `held`)."""
-    if held is not None:
-        take_part_lease(job, index, 0.0, held)
+def part_held(job: Job, index: int, now: float) -> bool:
+    """Whether a worker holds part `index` at `now`."""
+    found = s3.read(job.bucket, job.lease_key(index))
+    return found is not None and json.loads(found[0])["until"] > now
+
+
+def take_sweep_lease(bucket: str, root: str, until: float, clock: Callable[[], float] = time.time) -> bool:
+    """Be the deployment's one sweeper (function.jobs.sweep) until `until`: False while another holds it."""
+    return _take(bucket, f"{root}{JOBS_FOLDER}{_SWEEPER}", until, None, clock, count=False) is not None
+
+
+def _take(
+    bucket: str, key: str, until: float, held: float | None, clock: Callable[[], float], count: bool
+) -> int | None:
+    """A lease object `{"until", "attempts"}` taken or renewed as read (If-Match / If-None-Match): the
+    attempts now (one more when taken afresh and `count`), or None while another holder's runs."""
+    found = s3.read(bucket, key)
+    lease = {"until": 0.0, "attempts": 0} if found is None else json.loads(found[0])
+    renewing = held is not None and lease["until"] == held
+    if not renewing and lease["until"] > clock():
+        return None
+    attempts = int(lease.get("attempts", 0)) + (1 if count and not renewing else 0)
+    body = json.dumps({"until": until, "attempts": attempts}).encode()
+    if s3.put(bucket, key, body, _JSON, etag=None if found is None else found[1]):
+        return attempts
+    return None
+
+
+def mark_active(job: Job) -> None:
+    """Enter the job in the index of jobs that are not final (written once: a second entry is no error)."""
+    s3.put(job.bucket, job.active_key, b"", _JSON)
+
+
+def mark_inactive(job: Job) -> None:
+    """Take a final job out of that index."""
+    s3.delete(job.bucket, [job.active_key])
+
+
+def active_jobs(bucket: str, root: str) -> list[tuple[str, str]]:
+    """(tenant, id) of every job in the index of jobs that are not final: one listing, however many
+    jobs were ever made."""
+    folder = _active_folder(root)
+    named = (key.removeprefix(folder).split("/") for key in s3.sizes(bucket, folder))
+    return [(parts[0], parts[1]) for parts in named if len(parts) == 2]
 
 
 def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
@@ -481,6 +647,10 @@ def view(job: Job, current: JobStatus | None) -> dict[str, Any]:
 
 def status_url(job_id: str) -> str:
     return f"/v1/jobs/{job_id}"
+
+
+def _active_folder(root: str) -> str:
+    return f"{root}{JOBS_FOLDER}{_ACTIVE}/"
 
 
 def _folder(prefix: str, job_id: str) -> str:

@@ -24,6 +24,7 @@ from function.core.options import (
     SynthesisOptions,
 )
 from function.core.script import MARK_TYPES, MarkType, Script
+from function.core.tenant import DEFAULT_TENANT, TENANT_PATTERN, TENANTS_FOLDER
 from function.core.text import clean_text
 from function.markup.ssml import looks_like_ssml, parse_ssml, text_script
 
@@ -34,6 +35,9 @@ _FLOW_STEPS: dict[str, Any] = {"minimum": MIN_FLOW_STEPS, "maximum": MAX_FLOW_ST
 # any other name leaves the deployment's default (COSYVOICE_FLOW_STEPS).
 OPENAI_MODEL_FLOW_STEPS = {"tts-1-hd": MAX_FLOW_STEPS, "tts-1": FAST_FLOW_STEPS}
 JOB_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"  # ids become S3 keys: keep them path-safe
+# Folders under the output prefix that hold the deployment's own records (jobs, other tenants' objects):
+# a caller's output_key names audio beside them, never inside.
+RESERVED_FOLDERS = ("jobs", TENANTS_FOLDER.rstrip("/"))
 OPENAI_SAMPLE_RATE = 24000  # OpenAI's speech is 24 kHz; its pcm is that rate with no header to say so
 # Text as the engine takes it, cleaned on arrival (function.core.text): what a job stores and digests is
 # valid UTF-8 whatever the JSON escaped.
@@ -141,6 +145,8 @@ class SpeechJob(JobRequest):
         if self.output_key is not None:
             if self.output_key.startswith("/") or ".." in self.output_key.split("/"):
                 raise InvalidRequest("output_key must be a relative key without '..' segments")
+            if self.output_key.split("/", 1)[0] in RESERVED_FOLDERS:
+                raise InvalidRequest(f"output_key must not start with {'/, '.join(RESERVED_FOLDERS)}/")
             return self.output_key
         if self.id is None:
             raise InvalidRequest("give an id (or an output_key) to write the audio to S3")
@@ -155,6 +161,7 @@ class JobMessage(BaseModel):
 
     job: str = Field(pattern=JOB_ID_PATTERN)
     part: int | None = Field(default=None, ge=0)
+    tenant: str = Field(default=DEFAULT_TENANT, pattern=f"^{TENANT_PATTERN}$")
 
 
 class JobAccepted(BaseModel):

@@ -14,9 +14,13 @@ import pytest
 
 from function.audio.encode import wav_header
 from function.core.formats import Output
-from function.jobs.plan import Plan, split
+from function.jobs.plan import Contract, Plan, split
 
 SEGMENTS = [f"Sentence number {index} is about this long." for index in range(11)]
+
+
+def contract(decode_rows: int = 1) -> Contract:
+    return Contract(window=4, flow_steps=10, decode_rows=decode_rows, artifact="a" * 64)
 
 
 @pytest.mark.parametrize("part_seconds", [1, 4, 9, 1000])
@@ -24,9 +28,10 @@ SEGMENTS = [f"Sentence number {index} is about this long." for index in range(11
 def test_parts_cover_every_segment_once_and_cut_only_between_decode_runs(
     part_seconds: int, decode_rows: int
 ) -> None:
-    plan = split(SEGMENTS, part_seconds, decode_rows)
+    plan = split(SEGMENTS, part_seconds, contract(decode_rows))
     assert [index for part in plan.parts for index in part] == list(range(len(SEGMENTS)))
-    assert plan.segments == len(SEGMENTS) and Plan.from_dict(plan.to_dict()) == plan
+    other = Contract(window=9, flow_steps=3, decode_rows=7, artifact="b" * 64)
+    assert plan.segments == len(SEGMENTS) and Plan.from_dict(plan.to_dict(), other) == plan
     runs = [run for index in range(len(plan.parts)) for run in plan.decode_runs(index)]
     assert [index for run in runs for index in run] == list(range(len(SEGMENTS)))
     if decode_rows == 1:
@@ -34,14 +39,21 @@ def test_parts_cover_every_segment_once_and_cut_only_between_decode_runs(
     else:
         group = decode_rows + 1  # the first alone, then one full batch: as the engine decodes a call
         assert all(run.start % group == 0 and len(run) <= group for run in runs)
-        whole = split(SEGMENTS, 10_000, decode_rows)
+        whole = split(SEGMENTS, 10_000, contract(decode_rows))
         assert runs == whole.decode_runs(0)  # the same runs as one part of the whole job
 
 
 def test_the_part_size_sets_how_many_parts() -> None:
-    assert len(split(SEGMENTS, 1, 1).parts) == len(SEGMENTS)
-    assert len(split(SEGMENTS, 10_000, 1).parts) == 1
-    assert 1 < len(split(SEGMENTS, 6, 1).parts) < len(SEGMENTS)
+    assert len(split(SEGMENTS, 1, contract()).parts) == len(SEGMENTS)
+    assert len(split(SEGMENTS, 10_000, contract()).parts) == 1
+    assert 1 < len(split(SEGMENTS, 6, contract()).parts) < len(SEGMENTS)
+
+
+def test_a_plan_stored_before_contracts_takes_the_readers_settings_but_its_own_decode_group() -> None:
+    reader = Contract(window=8, flow_steps=5, decode_rows=4, artifact="c" * 64)
+    old = Plan.from_dict({"parts": [[0, 3], [3, 5]], "decode_group": 3}, reader)
+    assert old.contract == Contract(window=8, flow_steps=5, decode_rows=2, artifact="c" * 64)
+    assert old.decode_group == 3
 
 
 @pytest.mark.usefixtures("aws_in_process")
@@ -71,8 +83,8 @@ def test_a_wav_is_joined_from_its_parts(
 
     monkeypatch.setattr(store, "read_part", reading)
     output = Output.of("wav", 22050)
-    join.join_audio(job, output, sizes)
-    join.join_audio(job, output, sizes)  # a second joiner: the object is written once
+    join.join_audio(job, output, sizes, lambda: None)
+    join.join_audio(job, output, sizes, lambda: None)  # a second joiner: the object is written once
     written = s3.get_object(Bucket=bucket, Key=job.key)["Body"].read()
     assert written == wav_header(22050, sum(sizes)) + b"".join(parts)
     head = s3.head_object(Bucket=bucket, Key=job.key)
@@ -111,7 +123,9 @@ def test_the_last_two_parts_finishing_together_join_once(
     )
     text = f"{sentence} {sentence}"
     job, _ = store.submit(SpeechJob(id="together", text=text, speaker="英文女", seed=3), settings)
-    plan = store.save_plan(job, split(engine.segments(text), 1, 1))
+    plan = store.save_plan(
+        job, split(engine.segments(text), 1, worker.contract_of(engine, settings, job.options()))
+    )
     assert len(plan.parts) >= 2
     for index in range(len(plan.parts)):
         store.write_part(job, index, b"\x01\x00" * 2000, [])
@@ -172,8 +186,9 @@ def test_a_job_that_fails_for_good_tells_the_topic_why(tiny_artifact: Any, bucke
     topic, ends = _topic_with_queue(bucket, sqs)
     settings = Settings(artifact="unused", output_bucket=bucket, job_topic_arn=topic)
     job, _ = store.submit(SpeechJob(id="nobody", text="Hi.", speaker="nobody"), settings)
-    with pytest.raises(UnknownSpeaker):
+    with pytest.raises(worker.JobFailed) as failed:
         worker.run(job, engine, settings, None)
+    assert failed.value.code == UnknownSpeaker.code
     (end,) = _told(sqs, ends)
     assert (end["id"], end["status"], end["error"]["code"], end["retriable"]) == (
         "nobody",
@@ -186,7 +201,7 @@ def test_a_job_that_fails_for_good_tells_the_topic_why(tiny_artifact: Any, bucke
 
 
 @pytest.mark.usefixtures("aws_in_process")
-def test_progress_counts_parts_and_a_failed_job_stays_failed_until_a_part_is_spoken_again(
+def test_progress_counts_parts_and_a_failed_job_stays_failed_until_it_is_submitted_again(
     bucket: str,
 ) -> None:
     from function.instance.settings import Settings
@@ -195,18 +210,24 @@ def test_progress_counts_parts_and_a_failed_job_stays_failed_until_a_part_is_spo
 
     settings = Settings(artifact="unused", output_bucket=bucket)
     job, _ = store.submit(SpeechJob(id="counted", text="Hi.", speaker="x"), settings)
-    plan = Plan((range(0, 2), range(2, 3), range(3, 5)), 1)
+    plan = Plan((range(0, 2), range(2, 3), range(3, 5)), contract())
     rate = 100
-    status = store.record_parts(job, plan, {0: 400, 2: 200}, rate, speaking=True)
+    status = store.record_parts(job, plan, {0: 400, 2: 200}, rate, started=True)
     assert (status.state, status.parts_done, status.parts_total) == ("running", 2, 3)
     assert (status.segments_done, status.segments_total, status.audio_seconds) == (4, 5, 3.0)
     assert store.record_parts(job, plan, {0: 400}, rate).parts_done == 2  # a writer that saw fewer
     error = {"code": "not_started", "message": "part 2 of 3 did not fit"}
-    store.update_status(job, "failed", error=error, retriable=True)  # its message's last receive
-    kept = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate)  # another part finished
-    assert (kept.state, kept.error, kept.parts_done) == ("failed", error, 3)
-    resumed = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate, speaking=True)  # redriven
-    assert (resumed.state, resumed.error, resumed.retriable) == ("running", None, False)
+    assert store.fail(job, error, retriable=True, held_until=None)  # its part's last attempt
+    assert not store.fail(job, {"code": "other", "message": "later"}, retriable=False, held_until=None)
+    for started in (False, True):  # another part finished, or a worker took one: still failed
+        kept = store.record_parts(job, plan, {0: 400, 1: 100, 2: 200}, rate, started=started)
+        assert (kept.state, kept.error, kept.parts_done, kept.retriable) == ("failed", error, 2, True)
+    assert store.update_status(job, "running").state == "failed"
+    assert store.retry(job) and not store.retry(job)  # submitted again: queued once, and only once
+    again = store.status(job)
+    assert again is not None and (again.state, again.error, again.retriable) == ("queued", None, False)
+    assert store.fail(job, error, retriable=False, held_until=None)
+    assert not store.retry(job)  # a failure for good is not retried
 
 
 @pytest.mark.engine
@@ -251,7 +272,7 @@ def test_a_job_is_the_same_whatever_its_part_size_at_any_decode_batch(
         )
         job, _ = store.submit(request, settings)
         assert worker.run(job, engine, settings, None) is worker.Outcome.DONE  # no queue: part after part
-        plan = store.load_plan(job)
+        plan = store.load_plan(job, worker.contract_of(engine, settings, job.options()))
         assert plan is not None and plan.decode_group == (1 if decode_rows == 1 else decode_rows + 1)
         audio[len(plan.parts)] = s3.get_object(Bucket=bucket, Key=job.key)["Body"].read()
         runs[len(plan.parts)] = list(asked)
