@@ -194,3 +194,31 @@ def test_the_middleware_admits_by_the_callers_tenant(monkeypatch: pytest.MonkeyP
     refused = http.post("/v1/tts", headers={"X-API-Key": "a-key"})
     assert refused.status_code == 429 and "alice" in refused.json()["error"]["message"]
     assert http.post("/v1/tts", headers={"X-API-Key": "b-key"}).status_code == 200
+
+
+def test_oversized_requests_under_polly_get_pollys_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app's own middleware (function.api.app): headers beyond its limit and a signed body beyond
+    COSYVOICE_MAX_BODY_BYTES are Polly's errors under /polly, the project's elsewhere."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from function.api.app import MAX_HEADER_BYTES, app
+    from function.instance.settings import SigV4Key
+
+    limits = Settings(artifact="unused", max_body_bytes=1024, sigv4_keys={"AKIDONE": SigV4Key("s")})
+    monkeypatch.setattr(settings_module, "_settings", limits)
+    http = TestClient(app)
+    padding = {"X-Padding": "x" * MAX_HEADER_BYTES}
+    headers = http.post("/polly/v1/speech", headers=padding)
+    assert (headers.status_code, headers.headers["x-amzn-errortype"]) == (400, "ValidationException")
+    assert set(headers.json()) == {"message"} and headers.headers["x-amzn-requestid"]
+    assert http.post("/v1/tts", headers=padding).json()["error"]["code"] == "headers_too_large"
+
+    body = json.dumps({"Text": "x" * 2048, "VoiceId": "Joanna", "OutputFormat": "mp3"}).encode()
+    signed = AWSRequest(method="POST", url="http://testserver/polly/v1/speech", data=body)
+    SigV4Auth(Credentials("AKIDONE", "s"), "polly", "us-east-1").add_auth(signed)
+    large = http.post("/polly/v1/speech", content=body, headers=dict(signed.headers.items()))
+    assert (large.status_code, large.headers["x-amzn-errortype"]) == (400, "TextLengthExceededException")
+    ours = http.post("/v1/tts", content=body, headers={"content-type": "application/json"})
+    assert (ours.status_code, ours.json()["error"]["code"]) == (413, "body_too_large")

@@ -331,12 +331,17 @@ def test_tasks_are_completed_through_the_queue(
     polly.delete_voice(VoiceId=gone)  # before the worker reaches the task
     listed = polly.list_speech_synthesis_tasks(Status="scheduled")["SynthesisTasks"]
     assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in listed}
-    paged, token = [], {}
-    for _ in range(3):  # a page at a time, newest first
-        page = polly.list_speech_synthesis_tasks(MaxResults=1, **token)
-        paged += [task["TaskId"] for task in page["SynthesisTasks"]]
-        token = {"NextToken": page["NextToken"]}
-    assert paged == [orphan["TaskId"], marked["TaskId"], audio["TaskId"]]
+    paged = [
+        page["SynthesisTasks"]
+        for page in polly.get_paginator("list_speech_synthesis_tasks").paginate(
+            PaginationConfig={"PageSize": 1}
+        )
+    ]  # a page at a time, newest first
+    assert [[task["TaskId"] for task in page] for page in paged] == [
+        [orphan["TaskId"]],
+        [marked["TaskId"]],
+        [audio["TaskId"]],
+    ]
     sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
     runtime: LocalLambda
     with local_lambda(artifact_location, **storage) as runtime:
