@@ -295,6 +295,13 @@ class HeadersTooLarge(InvalidRequest):
     status = 431
 
 
+class InternalError(TTSError):
+    """Ours, not the caller's: the traceback goes to the log, never into the response."""
+
+    code = "internal_error"
+    status = 500
+
+
 class Guard:
     """ASGI middleware: caps request headers, and turns unexpected exceptions into a JSON 500, each in the
     shape of the request's API (function.api.error_replies)."""
@@ -325,11 +332,6 @@ class Guard:
                 raise
             logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             await error_reply(scope, InternalError("internal error"))(scope, receive, send)
-
-
-class InternalError(TTSError):
-    code = "internal_error"
-    status = 500
 
 
 class ReadBody:
