@@ -25,6 +25,7 @@ import json
 import re
 import time
 import uuid
+from contextlib import suppress
 from typing import Any
 from urllib.parse import quote
 
@@ -34,6 +35,7 @@ from function.core.formats import Output
 from function.core.tenant import DEFAULT_TENANT, Caller, in_tenant_folder, tenant_prefix
 from function.instance.settings import Settings
 from function.jobs.routes import job_view, submit
+from function.jobs.store import JobNotFound
 from function.polly.errors import PollyError
 from function.polly.shapes import MARKS_FORMAT, PollyTask
 
@@ -156,8 +158,9 @@ def listed(
     tasks = []
     for key in keys[:max_results]:
         found = s3.read(bucket, key)
-        if found is not None:
-            tasks.append(_with_status(settings, tenant, json.loads(found[0])))
+        with suppress(JobNotFound):  # a task whose job has expired (the bucket's lifecycle) is gone
+            if found is not None:
+                tasks.append(_with_status(settings, tenant, json.loads(found[0])))
     reply: dict[str, Any] = {
         "SynthesisTasks": [task for task in tasks if status is None or task["TaskStatus"] == status]
     }

@@ -232,6 +232,9 @@ def test_tasks_are_their_tenants_alone_and_paged_newest_first(url: str, storage:
 
     first, second, third = (start(alice, OutputS3KeyPrefix="books/") for _ in range(3))
     before = start(old)
+    s3 = moto_client("s3", storage["AWS_ENDPOINT_URL_S3"])
+    for key in keys_under(storage, "tts/polly/task-index/"):  # as a task stored before the index
+        s3.delete_object(Bucket=bucket, Key=key)
     assert keys_under(storage, f"tts/tenants/alice/books/{first}") == []  # queued, not yet written
     assert keys_under(storage, f"tts/tenants/alice/jobs/{first}/")
     assert keys_under(storage, f"tts/polly/tasks/{before}.json")
@@ -243,6 +246,7 @@ def test_tasks_are_their_tenants_alone_and_paged_newest_first(url: str, storage:
         assert error_of(get, TaskId=theirs) == error_of(get, TaskId="nothing-here")
     assert bob.list_speech_synthesis_tasks()["SynthesisTasks"] == []
     assert [t["TaskId"] for t in old.list_speech_synthesis_tasks()["SynthesisTasks"]] == [before]
+    assert keys_under(storage, "tts/polly/task-index/")  # put in the index when first listed
 
     page = alice.list_speech_synthesis_tasks(MaxResults=2)
     assert [task["TaskId"] for task in page["SynthesisTasks"]] == [third, second]
