@@ -28,7 +28,8 @@ from botocore.exceptions import ClientError
 from bench.workload import recording
 from function.core.tenant import fingerprint
 from tests.function.api.test_polly_client import LEXICON, polly_client
-from tests.function.support import SPEAKER, job_storage, moto_client, serving
+from tests.function.jobs.test_jobs import poll_once
+from tests.function.support import SPEAKER, job_storage, local_lambda, moto_client, serving
 
 pytestmark = pytest.mark.engine
 
@@ -255,6 +256,34 @@ def test_tasks_are_their_tenants_alone_and_paged_newest_first(url: str, storage:
     assert [task["TaskId"] for task in rest["SynthesisTasks"]] == [first] and "NextToken" not in rest
     newest = alice.list_speech_synthesis_tasks(MaxResults=1)["SynthesisTasks"]
     assert [task["TaskId"] for task in newest] == [fourth]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="function.jobs.store.Job.options() leaves out the job's tenant (SynthesisOptions.tenant), so"
+    " the worker looks the voice up in the default tenant's library",
+)
+def test_a_tenants_task_speaks_in_its_own_custom_voice_through_the_queue(
+    url: str, storage: dict[str, str], artifact_location: str
+) -> None:
+    """The worker takes the tenant from the queue's message: the job's saved voice is looked up in the
+    tenant's library, and its audio written in the tenant's folder."""
+    alice = polly(url, "alice")
+    recorded = {"Recordings": [{"Format": "wav", "Data": {"Bytes": recording()}}]}
+    voice = alice.create_voice(
+        Name="own", LanguageCode="en-US", TermsAccepted=True, VoiceCreationData=recorded
+    )["Voice"]["Id"]
+    bucket = storage["COSYVOICE_OUTPUT_BUCKET"]
+    task = alice.start_speech_synthesis_task(
+        Text=TEXT, VoiceId=voice, OutputFormat="mp3", OutputS3BucketName=bucket, OutputS3KeyPrefix="own/"
+    )["SynthesisTask"]
+    sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
+    with local_lambda(artifact_location, **storage) as runtime:
+        while poll_once(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"]) is not None:
+            pass
+    done = alice.get_speech_synthesis_task(TaskId=task["TaskId"])["SynthesisTask"]
+    assert done["TaskStatus"] == "completed", done.get("TaskStatusReason")
+    assert keys_under(storage, f"tts/tenants/alice/own/{task['TaskId']}.mp3")
 
 
 def test_jobs_are_their_tenants_alone(url: str, storage: dict[str, str]) -> None:
