@@ -72,11 +72,12 @@ def part_seconds(artifact: Path, text: str, parts: int) -> int:
     """The largest COSYVOICE_JOB_PART_SECONDS that splits `text`, as the artifact's text front end cuts
     it into segments, into at least `parts` parts (one segment a part at the least)."""
     from function.cosyvoice.budget import expected_speech_seconds
-    from function.jobs.plan import split
+    from function.jobs.plan import Contract, split
 
     segments = segments_of(artifact, text)
     seconds = max(1, int(expected_speech_seconds(segments)))
-    while seconds > 1 and len(split(segments, seconds, 1).parts) < parts:
+    one_by_one = Contract(window=1, flow_steps=10, decode_rows=1, artifact="")  # only the cuts matter here
+    while seconds > 1 and len(split(segments, seconds, one_by_one).parts) < parts:
         seconds -= 1
     return seconds
 

@@ -8,6 +8,10 @@ before the body is read, so a refused request costs no work. Routes opt in with 
 (SYNTHESIS); a streamed response holds its slot until its last byte is sent or the client goes away. /readyz
 reports the counts, and 503 while the queue is full or the server drains.
 
+With COSYVOICE_TENANT_MAX_CONCURRENT each tenant (the caller's, function.http.context) has a share: a
+tenant with that many syntheses running or waiting is refused 429 at once, while other tenants' requests
+are still admitted, so one tenant cannot take every slot and queue place.
+
 Inside Lambda (Mangum) an environment serves one request at a time, so the limit is on but never reached.
 Under `serve` a watchdog (function.api.watchdog) also fails a synthesis that stops making progress, so a
 slot can never be held for good.
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from contextlib import suppress
 
@@ -27,11 +31,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from function.api.error_replies import error_reply
 from function.api.watchdog import Watchdog
 from function.core.errors import Busy
+from function.core.tenant import DEFAULT_TENANT
 from function.cosyvoice.graphs import available_cpus
+from function.http.context import SYNTHESIS, caller_of
 from function.instance.settings import Settings, get_settings
 from function.service.deadlines import RECEIVED
 
-SYNTHESIS = "synthesis"  # the OpenAPI tag that puts a route under admission control
 # Whole seconds (RFC 9110). A refusal is cheap, and behind a load balancer the retry may meet another pod.
 RETRY_AFTER_SECONDS = 1
 
@@ -39,10 +44,12 @@ RETRY_AFTER_SECONDS = 1
 class Admission:
     """Counts of the syntheses running and waiting. Used on the event loop only, so it needs no lock."""
 
-    def __init__(self, capacity: int, max_queued: int) -> None:
+    def __init__(self, capacity: int, max_queued: int, tenant_share: int | None = None) -> None:
         self.capacity = capacity
         self.max_queued = max_queued
+        self.tenant_share = tenant_share  # syntheses one tenant may have running and waiting; None: any
         self.in_flight = 0
+        self._held: Counter[str] = Counter()  # by tenant: running and waiting
         self.draining = False  # set once the server shuts down (function.local.serve)
         self.watchdog: Watchdog | None = None  # set by `serve`: see function.api.watchdog
         self._waiting: deque[asyncio.Future[None]] = deque()
@@ -52,7 +59,8 @@ class Admission:
         """COSYVOICE_MAX_CONCURRENT, else as many syntheses as the CPUs hold sessions of `threads` each."""
         cpus = available_cpus()
         capacity = settings.max_concurrent or max(1, cpus // (settings.threads or cpus))
-        return cls(capacity, 2 * capacity if settings.max_queued is None else settings.max_queued)
+        queued = 2 * capacity if settings.max_queued is None else settings.max_queued
+        return cls(capacity, queued, settings.tenant_max_concurrent)
 
     @property
     def queued(self) -> int:
@@ -75,8 +83,32 @@ class Admission:
     def drain(self) -> None:
         self.draining = True
 
-    async def enter(self) -> None:
-        """Take a slot, waiting in line for one if need be; Busy if the line is full too."""
+    async def enter(self, tenant: str = DEFAULT_TENANT) -> None:
+        """Take a slot for `tenant`, waiting in line for one if need be; Busy if the line is full too, or
+        the tenant has its share running and waiting already."""
+        if self.tenant_share is not None and self._held[tenant] >= self.tenant_share:
+            raise Busy(
+                f"tenant {tenant!r} has {self._held[tenant]} syntheses running or waiting, its share"
+                f" (COSYVOICE_TENANT_MAX_CONCURRENT): retry later"
+            )
+        self._held[tenant] += 1  # waiting counts against the share too
+        try:
+            await self._take_slot()
+        except BaseException:
+            self._unhold(tenant)
+            raise
+
+    def leave(self, tenant: str = DEFAULT_TENANT) -> None:
+        """Give `tenant`'s slot back: to the longest-waiting request, else to the pool."""
+        self._unhold(tenant)
+        self._pass_slot()
+
+    def _unhold(self, tenant: str) -> None:
+        self._held[tenant] -= 1
+        if self._held[tenant] <= 0:
+            del self._held[tenant]
+
+    async def _take_slot(self) -> None:
         if self.in_flight < self.capacity:  # slots pass straight to waiters, so none is waiting here
             self.in_flight += 1
             return
@@ -88,14 +120,13 @@ class Admission:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self.leave()  # the slot arrived as the request was cancelled: pass it on
+                self._pass_slot()  # the slot arrived as the request was cancelled: pass it on
             else:
                 with suppress(ValueError):  # leave() may have dropped the cancelled waiter already
                     self._waiting.remove(waiter)
             raise
 
-    def leave(self) -> None:
-        """Give a slot back: to the longest-waiting request, else to the pool."""
+    def _pass_slot(self) -> None:
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
@@ -148,8 +179,9 @@ class Admit:
             await self.app(scope, receive, send)
             return
         admission = get_admission()
+        tenant = caller_of(scope).tenant
         try:
-            await admission.enter()
+            await admission.enter(tenant)
         except Busy as exc:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS)}
             await error_reply(scope, exc, headers)(scope, receive, send)  # Polly's ThrottlingException
@@ -162,7 +194,7 @@ class Admit:
             else:
                 await self.app(scope, receive, send)
         finally:
-            admission.leave()
+            admission.leave(tenant)
 
 
 __all__ = ["RETRY_AFTER_SECONDS", "SYNTHESIS", "Admission", "Admit", "get_admission"]

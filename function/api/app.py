@@ -11,7 +11,15 @@ service path's `Synthesis` (function.service.synthesis) into a response.
 POST /v1/audio/speech takes OpenAI's body: function.voices.openai maps its voice names onto built-in
 speakers and says whether the model takes instructions, function.api.sse shapes `stream_format="sse"`.
 
-With COSYVOICE_API_KEYS set, every route but the probes and the docs needs a key (function.api.keys).
+With COSYVOICE_API_KEYS set, every route but the probes and the docs needs a key (function.api.keys); each
+key, SigV4 pair (function.polly.sigv4) or API Gateway identity (function.api.gateway) names the tenant the
+request acts for, and a route sees only that tenant's jobs, voices, lexicons and tasks.
+
+The middleware, outermost first: request ids and the request's log line (function.api.request_ids); the
+header limit and the last-resort 500 (Guard); who calls (RequireKey, or RequireSignature under /polly,
+which reads and checks the body too); admission control (function.api.admission); the body limit
+(ReadBody). So a synthesis slot is only ever held by a caller whose credentials were checked, and under
+/polly only once its whole signed body has arrived.
 
 Every error leaves as {"error": {"code", "message"}} with a 4xx status for the client's mistakes and a
 bare 500 for ours (the traceback goes to the log, never into the response).
@@ -20,6 +28,7 @@ bare 500 for ours (the traceback goes to the log, never into the response).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,24 +38,27 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from function.api.admission import SYNTHESIS, Admit, get_admission
+from function.api.admission import Admit, get_admission
+from function.api.error_replies import error_reply
 from function.api.keys import RequireKey
-from function.api.polly_routes import polly_router
-from function.api.replay import replaying
-from function.api.sigv4 import RequireSignature
+from function.api.request_ids import RequestIds
 from function.api.sse import MEDIA_TYPE as EVENT_STREAM
 from function.api.sse import SpeechEvents
-from function.api.streams import SynthesisStream
 from function.api.voice_routes import router as voice_router
-from function.core.errors import TTSError
+from function.core.errors import InvalidRequest, TTSError
 from function.core.formats import FORMATS
 from function.core.options import SynthesisOptions
 from function.core.script import MARK_TYPES, MarkType
+from function.http.bodies import BodyTooLarge, read_body, replaying
+from function.http.context import SYNTHESIS, caller_of
+from function.http.streams import SynthesisStream
 from function.instance.model import get_engine, loaded_engine
 from function.instance.settings import get_settings
 from function.instance.startup import STARTUP
 from function.jobs.routes import router as job_router
 from function.markup.marks import MARKS_MEDIA_TYPE, marked_lines, marks_jsonl
+from function.polly.routes import polly_router
+from function.polly.sigv4 import RequireSignature
 from function.service.deadlines import http_deadline
 from function.service.schema import ErrorBody, OpenAISpeechRequest, SpeechRequest, describe
 from function.service.synthesis import STREAMING_TRANSPORT, Allowance, Synthesis, prepare
@@ -115,9 +127,10 @@ def allowance(request: Request, max_text_chars: int | None) -> Allowance:
 def synthesis_for(
     options: SynthesisOptions, request: Request, mark_types: tuple[MarkType, ...] = ()
 ) -> Synthesis:
-    """The request through the service path (function.service.synthesis), with the earliest of its
-    deadlines (function.service.deadlines)."""
+    """The request through the service path (function.service.synthesis) as its caller's tenant, with the
+    earliest of its deadlines (function.service.deadlines)."""
     settings = get_settings()
+    options = replace(options, tenant=caller_of(request.scope).tenant)
     options = options.validated(settings.max_text_chars)  # before the deadline header is read
     deadline = http_deadline(request.scope, settings.max_request_seconds)
     return prepare(options, allowance(request, settings.max_text_chars), deadline, mark_types=mark_types)
@@ -263,20 +276,35 @@ def create_app() -> FastAPI:
 
     app.include_router(job_router)
     app.include_router(voice_router)
-    app.include_router(polly_router(synthesis_for))  # Polly's API, SigV4-signed (function.api.sigv4)
-    app.add_middleware(RequireSignature)  # inside Guard: the body it hashes is capped
+    app.include_router(polly_router(synthesis_for))  # Polly's API, SigV4-signed (function.polly.sigv4)
+    # Added innermost first: see the module's docstring for the order and why.
+    app.add_middleware(ReadBody)
+    app.add_middleware(Admit, routes=app.routes)  # outer than ReadBody: a refusal is answered unread
+    app.add_middleware(RequireSignature)  # no valid signature and body, no slot
+    app.add_middleware(RequireKey)  # no key, no slot
     app.add_middleware(Guard)
-    # Outer than Guard, so a refused request is answered before its body is read.
-    app.add_middleware(Admit, routes=app.routes)
-    app.add_middleware(RequireKey)  # outermost: no key, no slot
+    app.add_middleware(RequestIds)
     return app
 
 
 MAX_HEADER_BYTES = 16 * 1024  # API Gateway allows ~10 KB; uvicorn's parser would take far more
 
 
+class HeadersTooLarge(InvalidRequest):
+    code = "headers_too_large"
+    status = 431
+
+
+class InternalError(TTSError):
+    """Ours, not the caller's: the traceback goes to the log, never into the response."""
+
+    code = "internal_error"
+    status = 500
+
+
 class Guard:
-    """ASGI middleware: caps request headers and body, and turns unexpected exceptions into a JSON 500."""
+    """ASGI middleware: caps request headers, and turns unexpected exceptions into a JSON 500, each in the
+    shape of the request's API (function.api.error_replies)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -287,28 +315,9 @@ class Guard:
             return
         headers = scope.get("headers") or []
         if sum(len(name) + len(value) for name, value in headers) > MAX_HEADER_BYTES:
-            await _error(431, "headers_too_large", f"request headers exceed {MAX_HEADER_BYTES} bytes")(
-                scope, receive, send
-            )
+            refused = HeadersTooLarge(f"request headers exceed {MAX_HEADER_BYTES} bytes")
+            await error_reply(scope, refused)(scope, receive, send)
             return
-        limit = get_settings().max_body_bytes
-        length = dict(headers).get(b"content-length", b"0")
-        if length.isdigit() and int(length) > limit:
-            await self._too_large(limit, scope, receive, send)
-            return
-        # Read the body here (FastAPI buffers it anyway), so a chunked upload cannot exceed the limit.
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            more = message.get("more_body", False)
-            if size > limit:
-                await self._too_large(limit, scope, receive, send)
-                return
-
         started = False
 
         async def tracked_send(message: Message) -> None:
@@ -317,16 +326,32 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, replaying(b"".join(chunks), receive), tracked_send)
+            await self.app(scope, receive, tracked_send)
         except Exception:
             if started:  # too late for a status: let the server abort the connection
                 raise
             logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
-            await _error(500, "internal_error", "internal error")(scope, receive, send)
+            await error_reply(scope, InternalError("internal error"))(scope, receive, send)
 
-    @staticmethod
-    async def _too_large(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
-        await _error(413, "body_too_large", f"the request body exceeds {limit} bytes")(scope, receive, send)
+
+class ReadBody:
+    """ASGI middleware: reads the body whole within COSYVOICE_MAX_BODY_BYTES (FastAPI buffers it anyway),
+    so a chunked upload cannot exceed the limit, and hands it on."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await read_body(scope, receive, get_settings().max_body_bytes)
+        except BodyTooLarge as refused:
+            await error_reply(scope, refused)(scope, receive, send)
+            return
+        if body is not None:  # else the client went away
+            await self.app(scope, replaying(body, receive), send)
 
 
 app = create_app()

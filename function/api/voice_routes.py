@@ -1,5 +1,6 @@
 """The voice library's routes (function.voices.library): save a recording as a voice, list every voice
-a request may name, look one up, delete one. Included by function.api.app.create_app.
+a request may name, look one up, delete one, each in the library of the caller's tenant (another tenant's
+voice answers as an id that names none). Included by function.api.app.create_app.
 
 Saving extracts the recording's features, so POST /v1/voices is admitted like a synthesis route.
 """
@@ -10,8 +11,9 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import Request
 
-from function.api.admission import SYNTHESIS
+from function.http.context import SYNTHESIS, CallerOf, audit_change
 from function.instance.library import voice_library
 from function.instance.model import get_engine
 from function.instance.settings import get_settings
@@ -35,9 +37,10 @@ _NOT_FOUND = {"model": ErrorBody, "description": "No saved voice has that id."}
         503: _UNAVAILABLE,
     },
 )
-def create_voice(body: VoiceRequest) -> Any:
-    library = voice_library()  # refuse before the recording is decoded
+def create_voice(body: VoiceRequest, request: Request, caller: CallerOf) -> Any:
+    library = voice_library(caller.tenant)  # refuse before the recording is decoded
     voice = library.create(body.name, body.recording(), body.transcript, get_engine())
+    audit_change(request, "voice.created", voice.id)
     return JSONResponse(voice.describe(), status_code=201)
 
 
@@ -46,21 +49,21 @@ def create_voice(body: VoiceRequest) -> Any:
     summary="Every voice a request may name: built-in speakers, OpenAI names, saved voices",
     responses={503: _UNAVAILABLE},
 )
-def list_voices() -> dict[str, Any]:
+def list_voices(caller: CallerOf) -> dict[str, Any]:
     engine = get_engine()
     mapped = usable_voices(get_settings().voices, engine.speakers)
     return {
         "voices": [
             *({"id": speaker, "type": "speaker"} for speaker in engine.speakers),
             *({"id": name, "type": "openai", "speaker": speaker} for name, speaker in mapped.items()),
-            *({**voice.describe(), "type": "saved"} for voice in voice_library().saved()),
+            *({**voice.describe(), "type": "saved"} for voice in voice_library(caller.tenant).saved()),
         ]
     }
 
 
 @router.get("/v1/voices/{voice_id}", summary="A saved voice", responses={404: _NOT_FOUND, 503: _UNAVAILABLE})
-def get_voice(voice_id: str) -> dict[str, Any]:
-    return voice_library().get(voice_id).describe()
+def get_voice(voice_id: str, caller: CallerOf) -> dict[str, Any]:
+    return voice_library(caller.tenant).get(voice_id).describe()
 
 
 @router.delete(
@@ -69,8 +72,9 @@ def get_voice(voice_id: str) -> dict[str, Any]:
     summary="Delete a saved voice: requests naming it are refused from then on",
     responses={404: _NOT_FOUND, 503: _UNAVAILABLE},
 )
-def delete_voice(voice_id: str) -> Response:
-    voice_library().delete(voice_id)
+def delete_voice(voice_id: str, request: Request, caller: CallerOf) -> Response:
+    voice_library(caller.tenant).delete(voice_id)
+    audit_change(request, "voice.deleted", voice_id)
     return Response(status_code=204)
 
 

@@ -279,6 +279,15 @@ class Upload:
         self._finished = True
 
 
+def keys_after(bucket: str, prefix: str, after: str | None, limit: int) -> list[str]:
+    """The first `limit` keys under `prefix`, in S3's order (UTF-8 bytes, ascending), after the key
+    `after` (None: from the first): one page of a listing, for callers that page through it."""
+    more = {"StartAfter": after} if after is not None else {}
+    with _s3("list", bucket, prefix):
+        page = s3_client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=limit, **more)
+    return [item["Key"] for item in page.get("Contents", [])]
+
+
 def store_stream(
     bucket: str, key: str, pieces: Iterable[bytes], output: Output, job_id: str | None = None
 ) -> bool:
@@ -387,6 +396,7 @@ __all__ = [
     "exists",
     "join",
     "joinable",
+    "keys_after",
     "location",
     "presigned_url",
     "put",

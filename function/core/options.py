@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from function.core.errors import InvalidRequest, TextTooLong
 from function.core.formats import Output, audio_format
 from function.core.script import Script
+from function.core.tenant import DEFAULT_TENANT
 from function.core.text import clean_optional, clean_text
 
 MIN_SPEED, MAX_SPEED = 0.5, 2.0
@@ -73,6 +74,8 @@ class SynthesisOptions:
     # prompt_audio's features already extracted (a saved voice, function.voices.library): used
     # instead of prompt_audio, with prompt_text as its transcript. Arrays: left out of ==, hash and repr.
     prompt_features: EncodedPrompt | None = field(default=None, compare=False, repr=False)
+    # whose saved voices a speaker's id names (function.core.tenant): a request names only its tenant's
+    tenant: str = DEFAULT_TENANT
 
     def __post_init__(self) -> None:
         # Every edge's text passes here before it is measured or spoken (function.core.text).

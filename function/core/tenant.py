@@ -8,11 +8,14 @@ tenants, so nothing it stored moves; every other tenant's objects live under
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 
 DEFAULT_TENANT = "default"
 TENANT_PATTERN = r"[a-z0-9][a-z0-9-]{0,31}"
 TENANTS_FOLDER = "tenants/"
+FINGERPRINT_HEX = 8  # the hex digits of a credential's sha256 an audit line shows
 
 
 class TenantNameError(ValueError):
@@ -33,11 +36,46 @@ def tenant_prefix(prefix: str, tenant: str) -> str:
     return f"{prefix}{TENANTS_FOLDER}{checked_tenant(tenant)}/"
 
 
+def in_tenant_folder(key: str, prefix: str, tenant: str) -> bool:
+    """Whether the object `key` lies inside `tenant`'s folder under `prefix` (and is not the folder
+    itself). The default tenant's folder holds every other tenant's: a key reaching into
+    `{prefix}tenants/` is not the default tenant's."""
+    folder = tenant_prefix(prefix, tenant)
+    if not key.startswith(folder) or key == folder or ".." in key.split("/"):
+        return False
+    return tenant != DEFAULT_TENANT or not key[len(folder) :].startswith(TENANTS_FOLDER)
+
+
+def fingerprint(key_id: str) -> str:
+    """A credential's name in logs: the first hex digits of its key id's sha256, never the id itself."""
+    return hashlib.sha256(key_id.encode()).hexdigest()[:FINGERPRINT_HEX]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: its tenant and the fingerprint of the credential it presented (None
+    for a request no credential names: an open deployment's)."""
+
+    tenant: str = DEFAULT_TENANT
+    credential: str | None = None
+
+    @classmethod
+    def of(cls, tenant: str, key_id: str | None) -> Caller:
+        """The caller presenting the credential `key_id` (an API key, an access key id, an identity)."""
+        return cls(tenant, None if key_id is None else fingerprint(key_id))
+
+
+ANONYMOUS = Caller()
+
 __all__ = [
+    "ANONYMOUS",
+    "Caller",
     "DEFAULT_TENANT",
     "TENANTS_FOLDER",
     "TENANT_PATTERN",
     "TenantNameError",
     "checked_tenant",
+    "fingerprint",
+    "in_tenant_folder",
     "tenant_prefix",
 ]

@@ -1,34 +1,39 @@
-"""The instance's library of saved voices (function.voices.library), opened once from the settings.
+"""The instance's libraries of saved voices (function.voices.library), one a tenant, opened from the
+settings when a tenant first needs its own, all sharing one cache of features.
 
-The SnapStart before-snapshot hook empties its in-memory cache (`clear_cached_voices`), so no restored
-clone serves a voice deleted since the snapshot.
+The SnapStart before-snapshot hook empties that cache (`clear_cached_voices`), so no restored clone serves
+a voice deleted since the snapshot.
 """
 
 from __future__ import annotations
 
 import threading
 
+from function.core.tenant import DEFAULT_TENANT
 from function.instance.settings import get_settings
-from function.voices.library import VoiceLibrary, open_library
+from function.voices.library import VoiceCache, VoiceLibrary, open_library
 
-_library: VoiceLibrary | None = None
+_cache = VoiceCache()
+_libraries: dict[str, VoiceLibrary] = {}
 _lock = threading.Lock()
 
 
-def voice_library() -> VoiceLibrary:
-    """The process's library: COSYVOICE_VOICE_DIR, else the output bucket; VoicesUnavailable without."""
-    global _library
+def voice_library(tenant: str = DEFAULT_TENANT) -> VoiceLibrary:
+    """`tenant`'s library: in COSYVOICE_VOICE_DIR, else the output bucket; VoicesUnavailable without."""
     with _lock:
-        if _library is None:
+        library = _libraries.get(tenant)
+        if library is None:
             settings = get_settings()
-            _library = open_library(settings.voice_dir, settings.output_bucket, settings.output_prefix)
-        return _library
+            library = open_library(
+                settings.voice_dir, settings.output_bucket, settings.output_prefix, tenant, _cache
+            )
+            _libraries[tenant] = library
+        return library
 
 
 def clear_cached_voices() -> None:
     """Forget every voice held in memory (before a SnapStart snapshot)."""
-    if _library is not None:
-        _library.clear_cache()
+    _cache.clear()
 
 
 __all__ = ["clear_cached_voices", "voice_library"]

@@ -63,7 +63,8 @@ COSYVOICE_STALL_SECONDS         a synthesis that makes no progress (no speech to
                                 again. Longer than the slowest flow step at full load; default 60
 COSYVOICE_API_KEYS              keys the HTTP API asks for, comma-separated (function.api.keys): every route
                                 but the probes and the OpenAPI docs then needs `Authorization: Bearer <key>`
-                                or `X-API-Key: <key>`; default none: open (Lambda keeps IAM / JWT in front)
+                                or `X-API-Key: <key>`; each entry TENANT=KEY, or a bare KEY of the tenant
+                                `default`; default none: open (Lambda keeps IAM / JWT in front)
 COSYVOICE_API_KEYS_FILE         a file of such keys, one a line (a mounted Kubernetes Secret), read at start;
                                 its keys join COSYVOICE_API_KEYS'
 COSYVOICE_DEAD_LETTER_QUEUE_URL where an SQS record that can never succeed is sent, body unchanged, with
@@ -76,12 +77,23 @@ COSYVOICE_VOICES                OpenAI voice names → built-in speakers, "alloy
 COSYVOICE_VOICE_DIR             a directory (a volume) for saved voices (POST /v1/voices); default none:
                                 they go to the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/",
                                 and with neither the voice routes answer 503 voices_unavailable
-COSYVOICE_SIGV4_KEYS            key pairs Polly's SDKs sign with (/polly, function.api.sigv4), comma-separated
-                                ACCESS_KEY_ID:SECRET; default none: every /polly request is refused 403
+COSYVOICE_SIGV4_KEYS            key pairs Polly's SDKs sign with (/polly, function.polly.sigv4),
+                                comma-separated TENANT=ACCESS_KEY_ID:SECRET, or a bare ACCESS_KEY_ID:SECRET
+                                of the tenant `default`; default none: every /polly request is refused 403
 COSYVOICE_SIGV4_KEYS_FILE       a file of such pairs, one a line (a mounted secret), read at start; its
                                 pairs join COSYVOICE_SIGV4_KEYS'
 COSYVOICE_POLLY_VOICES          Polly voice names → built-in speakers, "Joanna=中文女,Brian=英文男": changes
-                                or adds entries of function.voices.polly.DEFAULT_POLLY_VOICES; default ""
+                                or adds entries of function.polly.voices.DEFAULT_POLLY_VOICES; default ""
+
+Tenants (function.core.tenant; docs/tenants.md): every credential names one, and sees only its own jobs,
+voices, lexicons and tasks.
+COSYVOICE_TENANT_CLAIM          behind API Gateway's JWT authorizer: the claim that names the caller's
+                                tenant; default none: every JWT caller is the tenant `default`
+COSYVOICE_IAM_TENANTS           behind ApiAuth=iam (or an IAM-signed Function URL): TENANT=CALLER_ARN
+                                entries, comma-separated; a caller not named is the tenant `default`
+COSYVOICE_TENANT_MAX_CONCURRENT syntheses one tenant may have running and waiting for a slot at once under
+                                `serve`; more are answered 429 while other tenants are still admitted;
+                                default none: no share of its own
 """
 
 from __future__ import annotations
@@ -89,10 +101,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
+from function.core.tenant import DEFAULT_TENANT, TenantNameError, checked_tenant
 from function.voices.openai import DEFAULT_VOICES, VoiceTableError, parse_voices
-from function.voices.polly import DEFAULT_POLLY_VOICES, parse_polly_voices
 
 # Lambda's synchronous invocation payload limit ("6 MB"), which Mangum's base64 body must fit in.
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -112,6 +125,13 @@ RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys arou
 
 class SettingsError(ValueError):
     """The environment does not describe a usable deployment."""
+
+
+class SigV4Key(NamedTuple):
+    """A SigV4 key pair's secret, and the tenant it belongs to."""
+
+    secret: str
+    tenant: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True)
@@ -136,7 +156,7 @@ class Settings:
     max_queued: int | None = None  # None: twice max_concurrent
     drain_seconds: int = DEFAULT_DRAIN_SECONDS
     stall_seconds: int = DEFAULT_STALL_SECONDS
-    api_keys: tuple[str, ...] = ()  # none: the HTTP API is open
+    api_keys: Mapping[str, str] = field(default_factory=dict)  # key → its tenant; none: the API is open
     dead_letter_queue_url: str | None = None
     voice_dir: str | None = None  # saved voices on a volume instead of the output bucket
     job_part_seconds: int = DEFAULT_JOB_PART_SECONDS  # speech per part of a job
@@ -144,9 +164,14 @@ class Settings:
     job_topic_arn: str | None = None  # SNS topic told of each job's end
     job_stall_seconds: int = DEFAULT_JOB_STALL_SECONDS  # a job not moving this long is re-driven
     job_max_redrives: int = DEFAULT_JOB_MAX_REDRIVES  # re-drives without progress before it fails
-    # Polly's API (/polly): access key id → secret it verifies SigV4 with (none: refused), its voice names
-    sigv4_keys: Mapping[str, str] = field(default_factory=dict)
-    polly_voices: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_POLLY_VOICES))
+    # Polly's API (/polly): access key id → the secret it verifies SigV4 with (none: refused) and its
+    # tenant; the Polly voice names this deployment changes or adds
+    sigv4_keys: Mapping[str, SigV4Key] = field(default_factory=dict)
+    polly_voices: Mapping[str, str] = field(default_factory=dict)
+    # Tenants behind API Gateway (a JWT claim, IAM caller ARN → tenant), and one tenant's share
+    tenant_claim: str | None = None
+    iam_tenants: Mapping[str, str] = field(default_factory=dict)
+    tenant_max_concurrent: int | None = None  # None: no share of its own
 
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
@@ -174,7 +199,7 @@ class Settings:
         except VoiceTableError as exc:
             raise SettingsError(f"COSYVOICE_VOICES: {exc}") from None
         try:
-            polly_voices = parse_polly_voices(env.get("COSYVOICE_POLLY_VOICES", ""))
+            polly_voices = parse_voices(env.get("COSYVOICE_POLLY_VOICES", ""), {})
         except VoiceTableError as exc:
             raise SettingsError(f"COSYVOICE_POLLY_VOICES: {exc}") from None
         return cls(
@@ -208,6 +233,9 @@ class Settings:
             job_max_redrives=_int(env, "COSYVOICE_JOB_MAX_REDRIVES", DEFAULT_JOB_MAX_REDRIVES, 0),
             sigv4_keys=_sigv4_keys(env),
             polly_voices=polly_voices,
+            tenant_claim=env.get("COSYVOICE_TENANT_CLAIM", "").strip() or None,
+            iam_tenants=_iam_tenants(env),
+            tenant_max_concurrent=_optional_int(env, "COSYVOICE_TENANT_MAX_CONCURRENT", 1),
         )
 
 
@@ -236,28 +264,61 @@ def _listed(env: Mapping[str, str], name: str, what: str, if_none: str) -> tuple
     return tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
 
 
-def _api_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    found = _listed(env, "COSYVOICE_API_KEYS", "key", "the API would be open")
-    if any(not key.isascii() or not key.isprintable() for key in found):
-        raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
-    return found
+def _tenant_of(name: str, entry: str, separator: str) -> tuple[str, str]:
+    """An entry's tenant and the rest: `TENANT=REST` when "=" comes before `separator` (or, with none,
+    anywhere), else `default` and the whole entry. The message of a bad tenant never shows the entry: it
+    may be most of a key."""
+    tenant, equals, rest = entry.partition("=")
+    if not equals or (separator and separator in tenant):
+        return DEFAULT_TENANT, entry
+    try:
+        return checked_tenant(tenant.strip()), rest.strip()
+    except TenantNameError:
+        raise SettingsError(
+            f"a {name} entry names a tenant that is not 1-32 lowercase letters, digits and '-' (entries are"
+            " TENANT=... or bare; write default=... for a bare one holding '=')"
+        ) from None
 
 
-def _sigv4_keys(env: Mapping[str, str]) -> dict[str, str]:
-    pairs: dict[str, str] = {}
+def _api_keys(env: Mapping[str, str]) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for item in _listed(env, "COSYVOICE_API_KEYS", "key", "the API would be open"):
+        tenant, key = _tenant_of("COSYVOICE_API_KEYS", item, "")
+        if not key or not key.isascii() or not key.isprintable():
+            raise SettingsError("an API key must be printable ASCII (it travels in an HTTP header)")
+        if keys.setdefault(key, tenant) != tenant:
+            raise SettingsError("an API key is given to two tenants")
+    return keys
+
+
+def _sigv4_keys(env: Mapping[str, str]) -> dict[str, SigV4Key]:
+    pairs: dict[str, SigV4Key] = {}
     for item in _listed(env, "COSYVOICE_SIGV4_KEYS", "key pair", "Polly's API would be off"):
-        key_id, sep, secret = (part.strip() for part in item.partition(":"))
+        tenant, pair = _tenant_of("COSYVOICE_SIGV4_KEYS", item, ":")
+        key_id, sep, secret = (part.strip() for part in pair.partition(":"))
         if not sep or not key_id or not secret:
-            raise SettingsError("a COSYVOICE_SIGV4_KEYS entry is not ACCESS_KEY_ID:SECRET")
+            raise SettingsError("a COSYVOICE_SIGV4_KEYS entry is not [TENANT=]ACCESS_KEY_ID:SECRET")
         if not (key_id.isascii() and key_id.isalnum()) or not (secret.isascii() and secret.isprintable()):
             raise SettingsError(
                 f"SigV4 key {key_id[:4]}…: the id must be ASCII letters and digits,"
                 " the secret printable ASCII"
             )
-        if pairs.get(key_id, secret) != secret:
-            raise SettingsError(f"SigV4 access key id {key_id!r} is given two secrets")
-        pairs[key_id] = secret
+        if pairs.setdefault(key_id, SigV4Key(secret, tenant)) != SigV4Key(secret, tenant):
+            raise SettingsError(
+                f"SigV4 access key id {key_id!r} is given twice, with other secrets or tenants"
+            )
     return pairs
+
+
+def _iam_tenants(env: Mapping[str, str]) -> dict[str, str]:
+    tenants: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in env.get("COSYVOICE_IAM_TENANTS", "").split(","))):
+        tenant, arn = _tenant_of("COSYVOICE_IAM_TENANTS", item, "")
+        if "=" not in item or not arn.startswith("arn:"):
+            raise SettingsError(f"a COSYVOICE_IAM_TENANTS entry {item!r} is not TENANT=CALLER_ARN")
+        if tenants.setdefault(arn, tenant) != tenant:
+            raise SettingsError(f"COSYVOICE_IAM_TENANTS maps {arn!r} to two tenants")
+    return tenants
 
 
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
@@ -306,4 +367,4 @@ def use_settings(settings: Settings) -> None:
     _settings = settings
 
 
-__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "get_settings", "use_settings"]
+__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "SigV4Key", "get_settings", "use_settings"]

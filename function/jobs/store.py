@@ -167,8 +167,9 @@ class Job:
         return f"{_active_folder(self.root)}{self.tenant}/{self.id}"
 
     def options(self) -> SynthesisOptions:
-        """What the worker synthesises: the request, with the job's seed, segment by segment whole."""
-        return replace(self.request.to_options(), seed=self.seed, stream=False)
+        """What the worker synthesises: the request, with the job's seed and tenant (whose saved voices it
+        may name), segment by segment whole."""
+        return replace(self.request.to_options(), seed=self.seed, stream=False, tenant=self.tenant)
 
     def to_dict(self) -> dict[str, Any]:
         return {

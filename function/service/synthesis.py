@@ -117,9 +117,10 @@ def _too_large(output: Output, allowance: Allowance, size: str) -> OutputTooLarg
 
 
 def with_saved_voice(options: SynthesisOptions, engine: Engine) -> SynthesisOptions:
-    """`options` with a saved voice's id turned into its features (function.voices.library); unchanged
-    when none is named, so a deployment without voice storage still serves every other request."""
-    return voice_library().apply(options, engine) if names_saved_voice(options) else options
+    """`options` with a saved voice's id turned into its features (function.voices.library), from the
+    library of the options' tenant; unchanged when none is named, so a deployment without voice storage
+    still serves every other request."""
+    return voice_library(options.tenant).apply(options, engine) if names_saved_voice(options) else options
 
 
 def check(options: SynthesisOptions, allowance: Allowance, engine: Engine | None = None) -> SynthesisOptions:

@@ -1,8 +1,10 @@
 """Saved voices (POST /v1/voices): a prompt recording cloned once, then named by its id wherever a speaker
 is named (/v1/tts's `speaker`, /v1/audio/speech's `voice`, job bodies, SQS messages).
 
-Each voice lives under `voices/<id>/` (the output bucket's COSYVOICE_OUTPUT_PREFIX, or COSYVOICE_VOICE_DIR),
-every object written once:
+Each tenant has a library of its own (function.core.tenant): the default tenant's under `voices/` in the
+output bucket's COSYVOICE_OUTPUT_PREFIX, or in COSYVOICE_VOICE_DIR; any other tenant's under
+`tenants/<tenant>/voices/` in the prefix, or `tenants/<tenant>/` in the directory. A request names only its
+tenant's voices. Each voice lives under `<id>/` in its library, every object written once:
 
     voice.json              the record: name, created, duration, transcript, the artifact it was made with
     recording               the original recording, as sent
@@ -13,11 +15,12 @@ every object written once:
                             told it is gone instead of that it is unknown
 
 Ids are `voice_` + 32 hex digits, or, for a voice made through Polly's CreateVoice
-(function.api.polly_routes), `vc-` + 29 (Polly's custom voice ids: at most 32 characters): one library, so
+(function.polly.routes), `vc-` + 29 (Polly's custom voice ids: at most 32 characters): one library, so
 either kind is usable wherever a speaker is named.
 
-An instance keeps the features of recently used voices in memory (at most CACHE_VOICES); the SnapStart
-before-snapshot hook empties that, so no restored clone serves a voice deleted since the snapshot.
+An instance keeps the features of recently used voices in memory (at most CACHE_VOICES, across every
+tenant's library: `VoiceCache`); the SnapStart before-snapshot hook empties that, so no restored clone
+serves a voice deleted since the snapshot.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy as np
 from function.aws import s3
 from function.core.errors import InvalidRequest, TTSError, UnknownSpeaker
 from function.core.options import SynthesisOptions
+from function.core.tenant import DEFAULT_TENANT, tenant_prefix
 from function.cosyvoice.prompt import PromptFeatures, decode_prompt
 
 if TYPE_CHECKING:
@@ -93,7 +97,9 @@ class SavedVoice:
 
 
 class Objects(Protocol):
-    """Where voices are kept: keys relative to the voices' root."""
+    """Where voices are kept: keys relative to the voices' root, named by `location`."""
+
+    location: str
 
     def read(self, key: str) -> bytes | None: ...
 
@@ -109,6 +115,7 @@ class BucketObjects:
 
     def __init__(self, bucket: str, prefix: str) -> None:
         self.bucket, self.prefix = bucket, prefix
+        self.location = f"s3://{bucket}/{prefix}"
 
     def read(self, key: str) -> bytes | None:
         found = s3.read(self.bucket, self.prefix + key)
@@ -134,6 +141,7 @@ class DirectoryObjects:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self.location = str(self.root)
 
     def read(self, key: str) -> bytes | None:
         path = self.root / key
@@ -159,14 +167,44 @@ class DirectoryObjects:
         return sorted(str(path.relative_to(self.root)) for path in base.rglob("*") if path.is_file())
 
 
-class VoiceLibrary:
-    """Saved voices in `objects`, with a bounded in-memory cache of their features."""
+class VoiceCache:
+    """The features of the voices used last, at most `size`, whatever library (tenant) they are in: by
+    (library location, voice id, artifact)."""
 
-    def __init__(self, objects: Objects, cache_voices: int = CACHE_VOICES) -> None:
-        self.objects = objects
-        self._cache: OrderedDict[tuple[str, str], tuple[SavedVoice, PromptFeatures]] = OrderedDict()
-        self._cache_voices = cache_voices
+    def __init__(self, size: int = CACHE_VOICES) -> None:
+        self._items: OrderedDict[tuple[str, str, str], tuple[SavedVoice, PromptFeatures]] = OrderedDict()
+        self._size = size
         self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[SavedVoice, PromptFeatures] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str], value: tuple[SavedVoice, PromptFeatures]) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def forget(self, location: str, voice_id: str) -> None:
+        with self._lock:
+            for key in [key for key in self._items if key[:2] == (location, voice_id)]:
+                del self._items[key]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class VoiceLibrary:
+    """Saved voices in `objects`, their features held in `cache` (one of the library's own by default)."""
+
+    def __init__(self, objects: Objects, cache: VoiceCache | None = None) -> None:
+        self.objects = objects
+        self.cache = VoiceCache() if cache is None else cache
 
     def create(
         self,
@@ -209,8 +247,10 @@ class VoiceLibrary:
         return SavedVoice(**json.loads(data))
 
     def saved(self) -> list[SavedVoice]:
-        """Every saved voice, oldest first."""
-        records = (self.objects.read(key) for key in self.objects.keys("") if key.endswith(f"/{_RECORD}"))
+        """Every saved voice, oldest first (the records at `<id>/voice.json`: a directory's libraries of
+        other tenants, below it in `tenants/`, are not this library's)."""
+        keys = self.objects.keys("")
+        records = (self.objects.read(key) for key in keys if _record_of(key) is not None)
         voices = [SavedVoice(**json.loads(data)) for data in records if data is not None]
         return sorted(voices, key=lambda voice: (voice.created, voice.id))
 
@@ -219,19 +259,15 @@ class VoiceLibrary:
         folder = f"{voice.id}/"
         self.objects.write(folder + _DELETED, json.dumps({"deleted": _now()}).encode())
         self.objects.delete([key for key in self.objects.keys(folder) if key != folder + _DELETED])
-        with self._lock:
-            for key in [key for key in self._cache if key[0] == voice.id]:
-                del self._cache[key]
+        self.cache.forget(self.objects.location, voice.id)
 
     def features(self, voice_id: str, engine: Engine) -> tuple[SavedVoice, PromptFeatures]:
         """A voice's record and its features for `engine`'s artifact: from memory, from storage, or
         extracted again from the recording when the voice was made with another artifact."""
         artifact = engine.artifact.manifest_sha256
-        with self._lock:
-            cached = self._cache.get((voice_id, artifact))
-            if cached is not None:
-                self._cache.move_to_end((voice_id, artifact))
-                return cached
+        cached = self.cache.get((self.objects.location, voice_id, artifact))
+        if cached is not None:
+            return cached
         try:
             voice = self.get(voice_id)
         except VoiceNotFound:
@@ -266,15 +302,8 @@ class VoiceLibrary:
             options, speaker=None, instruct=None, prompt_text=voice.transcript, prompt_features=features
         )
 
-    def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
-
     def _remember(self, voice: SavedVoice, features: PromptFeatures) -> None:
-        with self._lock:
-            self._cache[(voice.id, voice.artifact)] = (voice, features)
-            while len(self._cache) > self._cache_voices:
-                self._cache.popitem(last=False)
+        self.cache.put((self.objects.location, voice.id, voice.artifact), (voice, features))
 
 
 def is_voice_id(name: str) -> bool:
@@ -284,6 +313,12 @@ def is_voice_id(name: str) -> bool:
 def names_saved_voice(options: SynthesisOptions) -> bool:
     """Whether the options' speaker is a saved voice's id (and no recording is sent inline instead)."""
     return not options.cloned and options.speaker is not None and is_voice_id(options.speaker)
+
+
+def _record_of(key: str) -> str | None:
+    """The voice id of a key that is a voice's record (`<id>/voice.json`), else None."""
+    voice_id, slash, name = key.partition("/")
+    return voice_id if slash and name == _RECORD and is_voice_id(voice_id) else None
 
 
 def _now() -> str:
@@ -309,13 +344,19 @@ def _unpack(data: bytes) -> PromptFeatures:
         return PromptFeatures(arrays["speech_tokens"], arrays["embedding"], arrays["mel"])
 
 
-def open_library(voice_dir: str | None, bucket: str | None, prefix: str) -> VoiceLibrary:
-    """A library in `voice_dir` (a container's volume), else under `prefix` + "voices/" in `bucket`;
-    VoicesUnavailable with neither."""
+def open_library(
+    voice_dir: str | None,
+    bucket: str | None,
+    prefix: str,
+    tenant: str = DEFAULT_TENANT,
+    cache: VoiceCache | None = None,
+) -> VoiceLibrary:
+    """`tenant`'s library in `voice_dir` (a container's volume), else under its prefix + "voices/" in
+    `bucket`; VoicesUnavailable with neither."""
     if voice_dir is not None:
-        return VoiceLibrary(DirectoryObjects(voice_dir))
+        return VoiceLibrary(DirectoryObjects(Path(voice_dir) / tenant_prefix("", tenant)), cache)
     if bucket is not None:
-        return VoiceLibrary(BucketObjects(bucket, prefix + "voices/"))
+        return VoiceLibrary(BucketObjects(bucket, tenant_prefix(prefix, tenant) + "voices/"), cache)
     raise VoicesUnavailable(
         "saved voices need COSYVOICE_VOICE_DIR or COSYVOICE_OUTPUT_BUCKET; this deployment has neither"
     )
@@ -326,6 +367,7 @@ __all__ = [
     "CACHE_VOICES",
     "DirectoryObjects",
     "SavedVoice",
+    "VoiceCache",
     "VoiceDeleted",
     "VoiceLibrary",
     "VoiceNotFound",

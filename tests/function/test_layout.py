@@ -24,14 +24,18 @@ LAYERS = (
     "voices",
     "instance",
     "service",
+    "http",
     "jobs",
+    "polly",
     "api",
     "awslambda",
     "cli",
     "local",
 )
 # The edges: each translates its wire format, and reaches the engine only through function.service.synthesis.
-EDGES = ("jobs", "api", "awslambda", "cli", "local")
+# `http` is what the HTTP edges share (the caller, request bodies, streamed replies); `polly` is an edge
+# the API assembles, so it sits below `api`, beside the job routes.
+EDGES = ("http", "jobs", "polly", "api", "awslambda", "cli", "local")
 # What synthesises: the engine's entry points, and the steps the service path takes once for every edge
 # (a saved voice turned into its features, the engine's items split into audio and marks).
 ENGINE_CALLS = {"speak", "prepare", "synthesize", "conditioning", "model_inputs", "segments"}

@@ -97,7 +97,10 @@ def snapstart_violations(r: Rendered) -> list[str]:
 
 
 _S3_WRITE = re.compile(r"^(\*|s3:\*|s3:(Put|Delete|Restore|Replicate)\w*\*?)$")
-_PREFIXED_OBJECTS = re.compile(r"^arn:aws:s3:::[^/*]+/[^*]+\*?$")
+# Objects under a literal prefix: a wildcard only at the end, or after the prefix's first folder (a
+# tenant's folder, tenants/*/).
+_PREFIXED_OBJECTS = re.compile(r"^arn:aws:s3:::[^/*]+/([^*]+\*?|[^*/]+/.*)$")
+_VOICE_OBJECTS = re.compile(r"^arn:aws:s3:::[^/*]+/[^*]+/(tenants/\*/)?voices/\*$")
 
 
 def _statements(r: Rendered) -> list[dict[str, Any]]:
@@ -234,11 +237,9 @@ def test_objects_are_deleted_only_under_the_saved_voices_prefix(rendering):
         and any(action.startswith("s3:") or action == "*" for action in _actions(statement))
     ]
     assert [statement["Sid"] for statement in deletes] == ["DeleteSavedVoices"]
-    assert all(
-        str(res).endswith("/voices/*") and _PREFIXED_OBJECTS.match(str(res))
-        for s in deletes
-        for res in _resources(s)
-    )
+    resources = [str(res) for s in deletes for res in _resources(s)]
+    # The default tenant's voices, and each other tenant's (the one wildcard segment is the tenant).
+    assert len(resources) == 2 and all(_VOICE_OBJECTS.match(res) for res in resources), resources
 
 
 def _actions(statement: dict[str, Any]) -> list[str]:

@@ -1,5 +1,6 @@
-"""API keys on the container API (function.api.keys): the ASGI check in front of everything, and the
-settings that name the keys. The real server with a key file: tests/function/api/test_openai_client.py."""
+"""API keys on the container API (function.api.keys): the ASGI check in front of everything, the tenant
+each key names, and the settings that name the keys. The real server with a key file:
+tests/function/api/test_openai_client.py; tenants end to end: tests/function/api/test_tenants.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 import pytest
 
 from function.api.keys import RequireKey
+from function.core.tenant import Caller
+from function.http.context import caller_of
 from function.instance.settings import Settings, SettingsError
 
-KEYS = ("first-key", "second-key")
+KEYS = {"first-key": "default", "second-key": "alice"}
 
 
 class Inner:
@@ -20,9 +23,11 @@ class Inner:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.caller: Caller | None = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self.calls += 1
+        self.caller = caller_of(scope)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -30,7 +35,7 @@ class Inner:
 Sent = tuple[int, dict[bytes, bytes], bytes, Inner]
 
 
-def call(path: str, headers: dict[str, str], keys: tuple[str, ...] = KEYS) -> Sent:
+def call(path: str, headers: dict[str, str], keys: dict[str, str] = KEYS) -> Sent:
     """One request through RequireKey for a deployment with `keys`: status, headers, body, the inner app."""
     inner, sent = Inner(), []
     guarded = RequireKey(inner, keys)
@@ -77,21 +82,49 @@ def test_any_configured_key_passes_as_bearer_or_x_api_key(headers: dict[str, str
     assert status == 200 and inner.calls == 1
 
 
+def test_the_key_names_the_callers_tenant_and_its_fingerprint() -> None:
+    _, _, _, first = call("/v1/tts", {"X-API-Key": "first-key"})
+    _, _, _, second = call("/v1/tts", {"X-API-Key": "second-key"})
+    assert first.caller == Caller.of("default", "first-key")
+    assert second.caller is not None and second.caller.tenant == "alice"
+    assert second.caller.credential is not None and len(second.caller.credential) == 8
+    assert "second-key" not in repr(second.caller)
+
+
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/openapi.json", "/docs"])
 def test_probes_and_docs_stay_open(path: str) -> None:
     assert call(path, {})[0] == 200
 
 
 def test_without_keys_the_api_is_open() -> None:
-    assert call("/v1/tts", {}, keys=())[0] == 200
+    status, _, _, inner = call("/v1/tts", {}, keys={})
+    assert status == 200 and inner.caller == Caller()
 
 
 def test_keys_come_from_the_variable_and_the_file(tmp_path: Path) -> None:
     secret = tmp_path / "keys"
-    secret.write_text("file-key\n\n  other-key  \n")
+    secret.write_text("file-key\n\n  bob=other-key  \n")
     env = {"COSYVOICE_ARTIFACT": "x", "COSYVOICE_API_KEYS": " a, b ,", "COSYVOICE_API_KEYS_FILE": str(secret)}
-    assert Settings.from_env(env).api_keys == ("a", "b", "file-key", "other-key")
-    assert Settings.from_env({"COSYVOICE_ARTIFACT": "x"}).api_keys == ()
+    assert Settings.from_env(env).api_keys == {
+        "a": "default",
+        "b": "default",
+        "file-key": "default",
+        "other-key": "bob",
+    }
+    assert Settings.from_env({"COSYVOICE_ARTIFACT": "x"}).api_keys == {}
+
+
+@pytest.mark.parametrize("tenant", ["Alice", "-x", "a_b", "a" * 33, ""])
+def test_a_bad_tenant_name_fails_at_start_without_showing_the_entry(tenant: str) -> None:
+    """A bare key holding "=" reads as TENANT=KEY: what comes before it may be most of a key."""
+    with pytest.raises(SettingsError, match="names a tenant") as raised:
+        Settings.from_env({"COSYVOICE_ARTIFACT": "x", "COSYVOICE_API_KEYS": f"{tenant}=s3cr3t"})
+    assert "s3cr3t" not in str(raised.value) and (not tenant or tenant not in str(raised.value))
+
+
+def test_a_key_given_to_two_tenants_is_refused() -> None:
+    with pytest.raises(SettingsError, match="two tenants"):
+        Settings.from_env({"COSYVOICE_ARTIFACT": "x", "COSYVOICE_API_KEYS": "alice=k,bob=k"})
 
 
 def test_a_missing_or_empty_key_file_is_a_settings_error_not_an_open_api(tmp_path: Path) -> None:
@@ -104,6 +137,6 @@ def test_a_missing_or_empty_key_file_is_a_settings_error_not_an_open_api(tmp_pat
 
 @pytest.mark.parametrize("path", ["/polly/v1/speech", "/polly"])
 def test_pollys_api_is_left_to_its_signature_check(path: str) -> None:
-    status, _, _, inner = call(path, {})  # function.api.sigv4 checks it, inside
+    status, _, _, inner = call(path, {})  # function.polly.sigv4 checks it, inside
     assert status == 200 and inner.calls == 1
     assert call("/pollyx", {})[0] == 401

@@ -179,14 +179,14 @@ def test_pollys_errors_are_the_sdks_exception_classes(polly: Any) -> None:
         speak(polly, TextType="ssml", Text="<speak>unclosed")
     with pytest.raises(polly.exceptions.TextLengthExceededException):
         speak(polly, Text="word " * 100)
-    with pytest.raises(polly.exceptions.EngineNotSupportedException):
-        speak(polly, Engine="turbo")
     with pytest.raises(polly.exceptions.LanguageNotSupportedException):
-        speak(polly, LanguageCode="fr-FR")
+        speak(polly, LanguageCode="fr-FR")  # one of Polly's languages, not this model's
     with pytest.raises(polly.exceptions.LexiconNotFoundException):
         speak(polly, LexiconNames=["names"])
     assert "'Nobody'" in refused(lambda: speak(polly, VoiceId="Nobody"), "ValidationException")
     assert "mulaw" in refused(lambda: speak(polly, OutputFormat="mulaw"), "ValidationException")
+    assert "'turbo'" in refused(lambda: speak(polly, Engine="turbo"), "ValidationException")  # as Polly
+    assert "'xx-XX'" in refused(lambda: speak(polly, LanguageCode="xx-XX"), "ValidationException")
 
 
 def test_a_language_code_is_spoken_and_the_server_survives_bad_input(polly: Any) -> None:
@@ -212,8 +212,9 @@ def test_describe_voices_lists_the_table_and_filters_by_language(polly: Any) -> 
         ]
     }
     assert {"Zhiyu", "Joanna", "Takumi"} <= also
-    with pytest.raises(polly.exceptions.EngineNotSupportedException):
-        polly.describe_voices(Engine="turbo")
+    refused(lambda: polly.describe_voices(Engine="turbo"), "ValidationException")
+    refused(lambda: polly.describe_voices(LanguageCode="xx-XX"), "ValidationException")
+    assert polly.describe_voices(LanguageCode="fr-FR")["Voices"] == []
 
 
 LEXICON = (
@@ -330,7 +331,17 @@ def test_tasks_are_completed_through_the_queue(
     polly.delete_voice(VoiceId=gone)  # before the worker reaches the task
     listed = polly.list_speech_synthesis_tasks(Status="scheduled")["SynthesisTasks"]
     assert {audio["TaskId"], marked["TaskId"]} <= {t["TaskId"] for t in listed}
-    assert polly.list_speech_synthesis_tasks(MaxResults=1)["NextToken"] == "1"
+    paged = [
+        page["SynthesisTasks"]
+        for page in polly.get_paginator("list_speech_synthesis_tasks").paginate(
+            PaginationConfig={"PageSize": 1}
+        )
+    ]  # a page at a time, newest first
+    assert [[task["TaskId"] for task in page] for page in paged] == [
+        [orphan["TaskId"]],
+        [marked["TaskId"]],
+        [audio["TaskId"]],
+    ]
     sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
     runtime: LocalLambda
     with local_lambda(artifact_location, **storage) as runtime:

@@ -1,4 +1,4 @@
-"""Polly's error shape on every way a /polly route can fail (function.api.polly_routes.PollyRoute), on a
+"""Polly's error shape on every way a /polly route can fail (function.polly.routes.PollyRoute), on a
 bare app: the project's errors in Polly's codes, the body's validation, and our own bugs as a 500 that
 says nothing of them."""
 
@@ -9,9 +9,9 @@ from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
-from function.api.polly_routes import PollyRoute
 from function.core.errors import OutputTooLarge, TextTooLong, UnknownSpeaker
 from function.jobs.store import JobNotFound
+from function.polly.routes import PollyRoute
 from function.voices.library import VoicesUnavailable
 
 

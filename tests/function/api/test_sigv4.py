@@ -1,4 +1,4 @@
-"""SigV4 verification (function.api.sigv4) on requests signed by botocore's own signer, at fixed times:
+"""SigV4 verification (function.polly.sigv4) on requests signed by botocore's own signer, at fixed times:
 what passes, and each way a signature is refused; the key pairs' settings; Polly's error table against
 botocore's service model."""
 
@@ -17,9 +17,9 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from function.api.sigv4 import MAX_SKEW, request_url, verify
-from function.instance.settings import Settings, SettingsError
-from function.service.polly_errors import FROM_PROJECT, POLLY_STATUS, PollyError
+from function.instance.settings import Settings, SettingsError, SigV4Key
+from function.polly.errors import FROM_PROJECT, POLLY_STATUS, PollyError
+from function.polly.sigv4 import MAX_SKEW, request_url, verify
 
 KEYS = {"AKIDONE": "secret-one", "AKIDTWO": "secret/two+"}
 SIGNED_AT = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -132,15 +132,20 @@ def test_the_url_is_rebuilt_as_it_arrived() -> None:
 
 def test_key_pairs_are_read_from_the_variable_and_the_file(tmp_path: Path) -> None:
     pairs = tmp_path / "pairs"
-    pairs.write_text("AKIDTWO:secret/two+\n\n")
+    pairs.write_text("alice=AKIDTWO:secret/two+\n\n")
     env = {
         "COSYVOICE_ARTIFACT": "x",
-        "COSYVOICE_SIGV4_KEYS": " AKIDONE:secret-one ,",
+        "COSYVOICE_SIGV4_KEYS": " AKIDONE:secret-one=, AKIDTHREE:a=b",
         "COSYVOICE_SIGV4_KEYS_FILE": str(pairs),
     }
-    assert Settings.from_env(env).sigv4_keys == KEYS
+    assert Settings.from_env(env).sigv4_keys == {
+        "AKIDONE": SigV4Key("secret-one="),
+        "AKIDTHREE": SigV4Key("a=b"),  # "=" after the id: a bare pair's secret holds it
+        "AKIDTWO": SigV4Key("secret/two+", "alice"),
+    }
     assert Settings.from_env({"COSYVOICE_ARTIFACT": "x"}).sigv4_keys == {}
-    for bad in ("AKIDONE", "AKIDONE:", ":secret", "AKID-ONE:secret", "AKIDONE:a,AKIDONE:b", "AKIDONE:sécret"):
+    bad_pairs = ("AKIDONE", "AKIDONE:", ":secret", "AKID-ONE:secret", "AKIDONE:a,AKIDONE:b", "AKIDONE:sécret")
+    for bad in (*bad_pairs, "Alice=AKIDONE:sécret", "a,b=AKIDONE:sécret", "a=AKIDONE:x,b=AKIDONE:x"):
         with pytest.raises(SettingsError) as raised:
             Settings.from_env({"COSYVOICE_ARTIFACT": "x", "COSYVOICE_SIGV4_KEYS": bad})
         assert "sécret" not in str(raised.value)  # a secret is never echoed

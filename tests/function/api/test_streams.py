@@ -1,4 +1,4 @@
-"""function.api.streams: a streamed reply closes its synthesis as soon as the reply ends, however it ends,
+"""function.http.streams: a streamed reply closes its synthesis as soon as the reply ends, however it ends,
 before the response returns and with the garbage collector off (so not through a finaliser)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from starlette.types import Message
 
-from function.api.streams import SynthesisStream
+from function.http.streams import SynthesisStream
 
 
 class Closing:

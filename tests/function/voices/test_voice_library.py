@@ -15,7 +15,14 @@ from bench.workload import recording
 from function.core.errors import UnknownSpeaker
 from function.core.options import Mode, SynthesisOptions
 from function.cosyvoice.prompt import PromptFeatures
-from function.voices.library import DirectoryObjects, VoiceDeleted, VoiceLibrary, VoiceNotFound
+from function.voices.library import (
+    DirectoryObjects,
+    VoiceCache,
+    VoiceDeleted,
+    VoiceLibrary,
+    VoiceNotFound,
+    open_library,
+)
 
 
 @dataclass
@@ -41,13 +48,13 @@ class FakeEngine:
 
 @pytest.fixture
 def library(tmp_path: Path) -> VoiceLibrary:
-    return VoiceLibrary(DirectoryObjects(tmp_path), cache_voices=2)
+    return VoiceLibrary(DirectoryObjects(tmp_path), VoiceCache(2))
 
 
 def test_features_are_extracted_once_and_reused_from_storage(library: VoiceLibrary, tmp_path: Path) -> None:
     engine = FakeEngine("a" * 64)
     voice = library.create("n", recording(), "Hi there.", engine)  # type: ignore[arg-type]
-    library.clear_cache()
+    library.cache.clear()
     fresh = VoiceLibrary(DirectoryObjects(tmp_path))  # another instance on the same volume
     record, features = fresh.features(voice.id, engine)  # type: ignore[arg-type]
     assert len(engine.encoded) == 1 and record == voice
@@ -75,11 +82,11 @@ def test_the_cache_is_bounded_and_a_cleared_cache_sees_a_deletion(
 ) -> None:
     engine = FakeEngine("a" * 64)
     voices = [library.create(str(i), recording(), None, engine) for i in range(3)]  # type: ignore[arg-type]
-    assert len(library._cache) == 2
+    assert len(library.cache._items) == 2
     snapshot = VoiceLibrary(DirectoryObjects(tmp_path))
     snapshot.features(voices[0].id, engine)  # type: ignore[arg-type]
     library.delete(voices[0].id)
-    snapshot.clear_cache()  # what the before-snapshot hook does
+    snapshot.cache.clear()  # what the before-snapshot hook does
     with pytest.raises(VoiceDeleted, match="deleted"):
         snapshot.features(voices[0].id, engine)  # type: ignore[arg-type]
     with pytest.raises(VoiceNotFound):
@@ -87,3 +94,22 @@ def test_the_cache_is_bounded_and_a_cleared_cache_sees_a_deletion(
     with pytest.raises(UnknownSpeaker):
         library.features("voice_" + "f" * 32, engine)  # type: ignore[arg-type]
     assert {voice.id for voice in library.saved()} == {voice.id for voice in voices[1:]}
+
+
+def test_tenants_libraries_share_a_cache_but_never_a_voice(tmp_path: Path) -> None:
+    """A directory holds the default tenant's library at its root and every other tenant's below
+    `tenants/`: each lists and finds its own voices only, though one cache holds them all."""
+    cache = VoiceCache(4)
+    engine = FakeEngine("a" * 64)
+    default = open_library(str(tmp_path), None, "tts/", cache=cache)
+    alice = open_library(str(tmp_path), None, "tts/", "alice", cache)
+    mine = alice.create("a", recording(), None, engine)  # type: ignore[arg-type]
+    theirs = default.create("d", recording(), None, engine)  # type: ignore[arg-type]
+    assert (tmp_path / "tenants" / "alice" / mine.id / "voice.json").is_file()
+    assert [voice.id for voice in default.saved()] == [theirs.id]
+    assert [voice.id for voice in alice.saved()] == [mine.id]
+    alice.features(mine.id, engine)  # type: ignore[arg-type]  # now in the shared cache
+    with pytest.raises(VoiceNotFound):
+        default.get(mine.id)
+    with pytest.raises(UnknownSpeaker):
+        default.features(mine.id, engine)  # type: ignore[arg-type]

@@ -2,7 +2,8 @@
 translation into `SynthesisOptions`, with Polly's own error codes for what does not translate.
 
     Engine         standard → the fast tier (FAST_FLOW_STEPS); neural, long-form, generative → v1's
-                   full solve (MAX_FLOW_STEPS); absent → the deployment's default (COSYVOICE_FLOW_STEPS)
+                   full solve (MAX_FLOW_STEPS); absent → the deployment's default (COSYVOICE_FLOW_STEPS);
+                   another: ValidationException
     OutputFormat   mp3, ogg_vorbis, ogg_opus, pcm: audio; json: the speech marks alone, as JSON lines.
                    mulaw and alaw are not written (no such encoder here): ValidationException
     SampleRate     Polly's values per format, and its defaults: mp3 and ogg_vorbis 22050 for the standard
@@ -10,12 +11,16 @@ translation into `SynthesisOptions`, with Polly's own error codes for what does 
     SpeechMarkTypes  sentence, ssml, word (estimates: function.markup.words); only with json. viseme
                    needs an alignment of sounds this model does not have: ValidationException
     LanguageCode   the model's language tag for every sentence of plain text (an SSML document says its
-                   own with <lang>); a language the model does not speak: LanguageNotSupportedException
+                   own with <lang>); a language of Polly's the model does not speak:
+                   LanguageNotSupportedException; a code Polly does not know: ValidationException
     LexiconNames   alias lexicons (function.markup.lexicon), applied to the spoken text; the edge loads
                    them (a name without one: LexiconNotFoundException); tasks take none
 
 A task (StartSpeechSynthesisTask) is a job of function.jobs: its audio is written at the model's rate (a
 job's request carries no other), so a task's SampleRate must be that rate or absent.
+
+What a request is billed in Polly, its RequestCharacters, is its text's characters: an SSML document's
+spoken text without its tags, counted before any lexicon's aliases replace words.
 """
 
 from __future__ import annotations
@@ -32,9 +37,9 @@ from function.core.options import FAST_FLOW_STEPS, MAX_FLOW_STEPS, SynthesisOpti
 from function.core.script import MarkType, Script, Spoken
 from function.markup.lexicon import Lexicon, apply_lexicons
 from function.markup.ssml import parse_ssml, text_script
-from function.service.polly_errors import PollyError
+from function.polly.errors import PollyError
+from function.polly.voices import ENGINES, LANGUAGE_CODES, language_tag
 from function.service.schema import SpeechJob, Text
-from function.voices.polly import ENGINES, language_tag
 
 # Polly's output formats → this package's (function.core.formats), with Polly's Content-Type for each.
 AUDIO_FORMATS = {"mp3": "mp3", "ogg_vorbis": "ogg", "ogg_opus": "opus", "pcm": "pcm"}
@@ -80,6 +85,7 @@ class PollySpeech(BaseModel):
         marks = self._mark_types()
         fmt = self._format()
         script = self._script(marks, bool(lexicons))
+        billed = len(self.Text) if script is None or self.TextType == "text" else len(script.spoken_text)
         if script is not None and lexicons:
             script = apply_lexicons(script, lexicons)
         options = SynthesisOptions(
@@ -91,15 +97,14 @@ class PollySpeech(BaseModel):
             stream=fmt != MARKS_FORMAT,  # audio leaves as it is made where the transport streams
             flow_steps=self._flow_steps(),
         )
-        return PollyRequest(options, marks, CONTENT_TYPES[fmt])
+        return PollyRequest(options, marks, CONTENT_TYPES[fmt], billed)
 
     def _flow_steps(self) -> int | None:
         if self.Engine is None:
             return None
         if self.Engine not in ENGINES:
             raise PollyError(
-                "EngineNotSupportedException",
-                f"Engine {self.Engine!r} is not one of {', '.join(ENGINES)}",
+                "ValidationException", f"Engine {self.Engine!r} is not one of {', '.join(ENGINES)}"
             )
         return FAST_FLOW_STEPS if self.Engine == STANDARD_ENGINE else MAX_FLOW_STEPS
 
@@ -185,6 +190,10 @@ class PollySpeech(BaseModel):
     def _language_tag(self) -> str | None:
         if self.LanguageCode is None:
             return None
+        if self.LanguageCode not in LANGUAGE_CODES:
+            raise PollyError(
+                "ValidationException", f"LanguageCode {self.LanguageCode!r} is not one of Polly's"
+            )
         tag = language_tag(self.LanguageCode)
         if tag is None:
             raise PollyError(
@@ -202,9 +211,9 @@ class PollyTask(PollySpeech):
     OutputS3KeyPrefix: str = Field("", pattern=r"^[0-9a-zA-Z/!\-_.*'():;$@=+,?&]{0,800}$")
     SnsTopicArn: str | None = None
 
-    def job(self, task_id: str, speaker: str, model_rate: int) -> SpeechJob:
+    def job(self, task_id: str, speaker: str, model_rate: int) -> tuple[SpeechJob, PollyRequest]:
         """The job that makes this task's output: its audio (or, for json, its speech marks beside the
-        audio) under OutputS3KeyPrefix, named by the task's id."""
+        audio) under OutputS3KeyPrefix, named by the task's id; and the request as translated."""
         if self.SnsTopicArn is not None:
             raise PollyError(
                 "InvalidSnsTopicArnException",
@@ -234,7 +243,7 @@ class PollyTask(PollySpeech):
                 f" SampleRate {rate} or leave it out (SynthesizeSpeech takes Polly's other rates)",
             )
         fmt = request.options.format
-        return SpeechJob.model_validate(
+        job = SpeechJob.model_validate(
             {
                 "id": task_id,
                 "text": self.Text,
@@ -246,15 +255,18 @@ class PollyTask(PollySpeech):
                 "output_key": f"{self.OutputS3KeyPrefix}{task_id}.{fmt}",
             }
         )
+        return job, request
 
 
 @dataclass(frozen=True)
 class PollyRequest:
-    """A Polly request translated: the options, the speech marks wanted (json), the reply's type."""
+    """A Polly request translated: the options, the speech marks wanted (json), the reply's type, the
+    characters it is billed (x-amzn-RequestCharacters)."""
 
     options: SynthesisOptions
     marks: tuple[MarkType, ...]
     content_type: str
+    characters: int
 
     @property
     def marks_only(self) -> bool:
@@ -296,6 +308,8 @@ class CustomVoiceRequest(BaseModel):
     LanguageCode: str
     TermsAccepted: bool
     VoiceCreationData: VoiceCreationData
+    # The same token returns the same voice (Polly's SDKs send a fresh one when the caller gives none).
+    ClientToken: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[!-~]+$")
 
 
 class LexiconRequest(BaseModel):

@@ -2,18 +2,19 @@
 
 Polly's SDKs sign every request for service `polly`; API Gateway's IAM authorisation only accepts
 `execute-api`, so the /polly routes are left open at the gateway and checked here against the key pairs the
-deployment is given (COSYVOICE_SIGV4_KEYS, COSYVOICE_SIGV4_KEYS_FILE: ACCESS_KEY_ID:SECRET). The canonical
-request is rebuilt from what arrived (method, path, query, the headers the client says it signed, the
-body's sha256) and signed again with botocore's own SigV4 signer and the secret of the request's access
-key id; the credential scope must be today's (the request's date) for service `polly`, the request's time
-within five minutes of the function's clock, and the signatures are compared in constant time.
+deployment is given (COSYVOICE_SIGV4_KEYS, COSYVOICE_SIGV4_KEYS_FILE: [TENANT=]ACCESS_KEY_ID:SECRET, each
+pair acting for its tenant). The canonical request is rebuilt from what arrived (method, path, query, the
+headers the client says it signed, the body's sha256) and signed again with botocore's own SigV4 signer
+and the secret of the request's access key id; the credential scope must be today's (the request's date)
+for service `polly`, the request's time within five minutes of the function's clock, and the signatures
+are compared in constant time.
 
 Refusals are 403 with AWS's codes, which Polly's SDKs raise as they would from Polly:
 MissingAuthenticationTokenException (not signed), IncompleteSignatureException (a malformed
 Authorization), UnrecognizedClientException (an access key id this deployment does not know, or no key
 pairs at all: the API is then off), InvalidSignatureException (a wrong or stale signature, another
-service's or day's scope). The check runs before any route, inside function.api.app.Guard (so the body it
-hashes is already capped), and the API-key check (function.api.keys) leaves /polly to it.
+service's or day's scope). The check runs before admission control and any route (RequireSignature), and
+the API-key check (function.api.keys) leaves /polly to it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
@@ -30,10 +32,12 @@ from botocore.awsrequest import AWSRequest, HTTPHeaders
 from botocore.credentials import Credentials
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from function.api.error_replies import is_polly_path, polly_reply
-from function.api.replay import replaying
-from function.instance.settings import get_settings
-from function.service.polly_errors import PollyError
+from function.core.errors import TTSError
+from function.core.tenant import Caller
+from function.http.bodies import read_body, replaying
+from function.http.context import set_caller
+from function.instance.settings import SigV4Key, get_settings
+from function.polly.errors import PollyError, as_polly, is_polly_path, polly_reply
 
 SERVICE = "polly"
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -67,16 +71,23 @@ def _authorization(value: str) -> dict[str, str]:
     return fields
 
 
-def verify(
-    method: str,
-    url: str,
-    headers: list[tuple[str, str]],
-    body: bytes,
-    keys: Mapping[str, str],
-    now: datetime,
-) -> str:
-    """The access key id of a request signed with one of `keys`' secrets; PollyError (403) otherwise.
-    `url`: scheme, host, path and query as the client sent them; `headers`: names in lower case."""
+@dataclass(frozen=True)
+class Claim:
+    """What a request's signature says of itself, checked before its body is read: a known access key id,
+    a well-formed Authorization, a date within the skew, a scope for `polly`."""
+
+    key_id: str
+    secret: str
+    region: str
+    stamp: str  # X-Amz-Date
+    signed_names: tuple[str, ...]
+    signature: str
+    headers: Mapping[str, list[str]]  # by lower-case name
+
+
+def claim(headers: list[tuple[str, str]], keys: Mapping[str, str], now: datetime) -> Claim:
+    """The header part of a request's signature, checked against `keys` (access key id → secret) at
+    `now`; PollyError (403) for anything wrong. `headers`: names in lower case."""
     found: dict[str, list[str]] = {}
     for name, value in headers:
         found.setdefault(name, []).append(value)
@@ -117,29 +128,49 @@ def verify(
         raise PollyError(
             "UnrecognizedClientException", f"the access key id {key_id!r} is not one this deployment knows"
         )
-    signed_names = fields["SignedHeaders"].split(";")
+    signed_names = tuple(fields["SignedHeaders"].split(";"))
     if "host" not in signed_names or any(name not in found for name in signed_names):
         raise PollyError(
             "IncompleteSignatureException", "SignedHeaders must name host and only headers the request has"
         )
-    claimed = found.get("x-amz-content-sha256", [None])[0]
-    if claimed is not None and not hmac.compare_digest(claimed, hashlib.sha256(body).hexdigest()):
+    return Claim(key_id, secret, region, stamp, signed_names, fields["Signature"], found)
+
+
+def check_body(claimed: Claim, method: str, url: str, body: bytes) -> None:
+    """The rest of the signature, once the body has arrived: its sha256 as claimed, and the signature
+    computed over the canonical request with the key's secret; PollyError (403) otherwise. `url`:
+    scheme, host, path and query as the client sent them."""
+    sha256 = claimed.headers.get("x-amz-content-sha256", [None])[0]
+    if sha256 is not None and not hmac.compare_digest(sha256, hashlib.sha256(body).hexdigest()):
         raise PollyError("InvalidSignatureException", "the body's sha256 is not X-Amz-Content-SHA256")
     signed = HTTPHeaders()
-    for name in signed_names:
-        for value in found[name]:
+    for name in claimed.signed_names:
+        for value in claimed.headers[name]:
             signed[name] = value
     request = AWSRequest(method=method, url=url, headers=signed, data=body)
-    request.context["timestamp"] = stamp
-    signer = _Signer(Credentials(key_id, secret), SERVICE, region)
+    request.context["timestamp"] = claimed.stamp
+    signer = _Signer(Credentials(claimed.key_id, claimed.secret), SERVICE, claimed.region)
     expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
-    if not hmac.compare_digest(expected.encode(), fields["Signature"].encode()):
+    if not hmac.compare_digest(expected.encode(), claimed.signature.encode()):
         raise PollyError(
             "InvalidSignatureException",
             "the request signature does not match the one computed with this access key's secret: check"
             " the secret, and that nothing rewrote the request on its way",
         )
-    return key_id
+
+
+def verify(
+    method: str,
+    url: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+    keys: Mapping[str, str],
+    now: datetime,
+) -> str:
+    """The access key id of a request signed with one of `keys`' secrets; PollyError (403) otherwise."""
+    claimed = claim(headers, keys, now)
+    check_body(claimed, method, url, body)
+    return claimed.key_id
 
 
 def request_url(scope: Scope) -> str:
@@ -152,15 +183,20 @@ def request_url(scope: Scope) -> str:
 
 
 class RequireSignature:
-    """ASGI middleware: /polly requests pass only with a valid SigV4 signature; others pass untouched."""
+    """ASGI middleware: /polly requests pass only with a valid SigV4 signature, as the caller its key pair
+    names (function.http.context); others pass untouched.
 
-    def __init__(self, app: ASGIApp, keys: Mapping[str, str] | None = None) -> None:
+    The signature's header part is checked first, then the body is read (within COSYVOICE_MAX_BODY_BYTES)
+    and the rest checked: it sits outside admission control (function.api.admission), so neither an
+    unsigned client nor a signed one that never sends its body ever holds a synthesis slot."""
+
+    def __init__(self, app: ASGIApp, keys: Mapping[str, SigV4Key] | None = None) -> None:
         """`keys`: None takes the process's settings (COSYVOICE_SIGV4_KEYS...), read on the first request."""
         self.app = app
         self._keys = keys
 
     @property
-    def keys(self) -> Mapping[str, str]:
+    def keys(self) -> Mapping[str, SigV4Key]:
         if self._keys is None:
             self._keys = get_settings().sigv4_keys
         return self._keys
@@ -169,14 +205,6 @@ class RequireSignature:
         if scope["type"] != "http" or not is_polly_path(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
         headers = [
             (name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in scope["headers"]
         ]
@@ -186,12 +214,17 @@ class RequireSignature:
                     "UnrecognizedClientException",
                     "Polly's API is off: this deployment has no SigV4 key pairs (COSYVOICE_SIGV4_KEYS)",
                 )
-            verify(scope["method"], request_url(scope), headers, body, self.keys, datetime.now(UTC))
-        except PollyError as refused:
-            await polly_reply(refused)(scope, receive, send)
+            secrets = {key_id: pair.secret for key_id, pair in self.keys.items()}
+            claimed = claim(headers, secrets, datetime.now(UTC))
+            body = await read_body(scope, receive, get_settings().max_body_bytes)
+            if body is None:
+                return  # the client went away
+            check_body(claimed, scope["method"], request_url(scope), body)
+        except TTSError as refused:
+            await polly_reply(as_polly(refused))(scope, receive, send)
             return
-
+        set_caller(scope, Caller.of(self.keys[claimed.key_id].tenant, claimed.key_id))
         await self.app(scope, replaying(body, receive), send)
 
 
-__all__ = ["MAX_SKEW", "RequireSignature", "request_url", "verify"]
+__all__ = ["MAX_SKEW", "Claim", "RequireSignature", "check_body", "claim", "request_url", "verify"]

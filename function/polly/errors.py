@@ -1,15 +1,21 @@
 """Amazon Polly's errors: the codes Polly's SDKs turn into their own exception classes, each with the
-HTTP status Polly's service model gives it, and the project's errors said in them.
+HTTP status Polly's service model gives it, the project's errors said in them, and their shape on the wire.
 
-On the wire (function.api.polly_routes) an error is the code in `x-amzn-ErrorType` and `{"message"}` as
-the body; the message is always the project's own, so the reason reads the same on every route.
+On the wire an error is the code in `x-amzn-ErrorType` and `{"message"}` as the body; the message is
+always the project's own, so the reason reads the same on every route. Everything under /polly (POLLY_PREFIX)
+answers so, the middleware's refusals included (function.api.error_replies).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from starlette.responses import JSONResponse
+
 from function.core.errors import TTSError
+
+POLLY_PREFIX = "/polly"
+ERROR_TYPE_HEADER = "x-amzn-ErrorType"
 
 # Polly's error codes this API answers with, and their statuses in Polly's service model (botocore's
 # data/polly/*/service-2.json; the tests hold this table to it); then AWS's common errors, which every
@@ -55,6 +61,7 @@ FROM_PROJECT: Mapping[str, str] = {
     "job_not_found": "SynthesisTaskNotFoundException",
     "job_conflict": "ConflictException",
     "busy": "ThrottlingException",
+    "body_too_large": "TextLengthExceededException",
 }
 
 
@@ -77,4 +84,26 @@ def as_polly(error: TTSError) -> PollyError:
     return PollyError(code, error.message)
 
 
-__all__ = ["COMMON_STATUS", "FROM_PROJECT", "POLLY_STATUS", "PollyError", "as_polly"]
+def is_polly_path(path: str) -> bool:
+    return path == POLLY_PREFIX or path.startswith(POLLY_PREFIX + "/")
+
+
+def polly_reply(error: PollyError, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(
+        {"message": error.message},
+        status_code=error.status,
+        headers={**(headers or {}), ERROR_TYPE_HEADER: error.code},
+    )
+
+
+__all__ = [
+    "COMMON_STATUS",
+    "ERROR_TYPE_HEADER",
+    "FROM_PROJECT",
+    "POLLY_PREFIX",
+    "POLLY_STATUS",
+    "PollyError",
+    "as_polly",
+    "is_polly_path",
+    "polly_reply",
+]

@@ -1,7 +1,7 @@
 """Polly's lexicons (PutLexicon, GetLexicon, ListLexicons, DeleteLexicon): alias lexicons
-(function.markup.lexicon), kept beside the saved voices in the voice library's storage (COSYVOICE_VOICE_DIR,
-or the output bucket under COSYVOICE_OUTPUT_PREFIX + "voices/"), each as `lexicons/{Name}.json`: the
-document as sent and what GetLexicon reports of it. SynthesizeSpeech applies the lexicons it names.
+(function.markup.lexicon), each tenant's kept beside its saved voices in its voice library's storage
+(function.voices.library), each as `lexicons/{Name}.json`: the document as sent and what GetLexicon
+reports of it. SynthesizeSpeech applies the lexicons it names, of its caller's tenant.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from function.core.errors import InvalidRequest
 from function.instance.library import voice_library
 from function.markup.lexicon import MAX_LEXICON_CHARS, Lexicon, parse_lexicon
-from function.service.polly_errors import PollyError
+from function.polly.errors import PollyError
 
 FOLDER = "lexicons/"
 NAME = re.compile(r"^[0-9A-Za-z]{1,20}$")
@@ -28,14 +28,14 @@ def _key(name: str) -> str:
     return f"{FOLDER}{name}.json"
 
 
-def _stored(name: str) -> dict[str, Any]:
-    found = voice_library().objects.read(_key(name))
+def _stored(tenant: str, name: str) -> dict[str, Any]:
+    found = voice_library(tenant).objects.read(_key(name))
     if found is None:
         raise PollyError("LexiconNotFoundException", f"no lexicon {name!r} (PutLexicon stores one)")
     return dict(json.loads(found))
 
 
-def put(name: str, content: str) -> None:
+def put(tenant: str, name: str, content: str) -> None:
     """Store the lexicon, replacing one of the same name; InvalidLexiconException for what is unusable."""
     key = _key(name)
     try:
@@ -52,39 +52,39 @@ def put(name: str, content: str) -> None:
         "LexemesCount": lexicon.lexemes,
         "Size": len(content.encode()),
     }
-    objects = voice_library().objects
+    objects = voice_library(tenant).objects
     objects.delete([key])  # stored objects are written once: a new version replaces the old
     objects.write(key, json.dumps({"Name": name, "Content": content, "Attributes": attributes}).encode())
 
 
-def get(name: str) -> dict[str, Any]:
+def get(tenant: str, name: str) -> dict[str, Any]:
     """GetLexicon's answer."""
-    stored = _stored(name)
+    stored = _stored(tenant, name)
     return {
         "Lexicon": {"Name": name, "Content": stored["Content"]},
         "LexiconAttributes": stored["Attributes"],
     }
 
 
-def listed() -> dict[str, Any]:
+def listed(tenant: str) -> dict[str, Any]:
     """ListLexicons' answer: every lexicon's name and attributes."""
-    objects = voice_library().objects
+    objects = voice_library(tenant).objects
     keys = (key for key in objects.keys(FOLDER) if key.endswith(".json"))  # not a file being written
     names = sorted(key.removeprefix(FOLDER).removesuffix(".json") for key in keys)
-    return {"Lexicons": [{"Name": name, "Attributes": _stored(name)["Attributes"]} for name in names]}
+    return {"Lexicons": [{"Name": name, "Attributes": _stored(tenant, name)["Attributes"]} for name in names]}
 
 
-def delete(name: str) -> None:
+def delete(tenant: str, name: str) -> None:
     key = _key(name)
-    _stored(name)  # LexiconNotFoundException for none
-    voice_library().objects.delete([key])
+    _stored(tenant, name)  # LexiconNotFoundException for none
+    voice_library(tenant).objects.delete([key])
 
 
-def named(names: Sequence[str]) -> list[Lexicon]:
+def named(tenant: str, names: Sequence[str]) -> list[Lexicon]:
     """The lexicons a request names, in its order; LexiconNotFoundException for a name without one."""
     if len(names) > MAX_NAMED:
         raise PollyError("ValidationException", f"name at most {MAX_NAMED} lexicons, not {len(names)}")
-    return [parse_lexicon(_stored(name)["Content"]) for name in names]
+    return [parse_lexicon(_stored(tenant, name)["Content"]) for name in names]
 
 
 __all__ = ["delete", "get", "listed", "named", "put"]

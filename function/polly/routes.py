@@ -2,39 +2,38 @@
 `endpoint_url="https://<api>/polly"`: each operation at the method and path Polly's service model gives
 it, each a translation onto what the other routes use.
 
-    POST   /polly/v1/speech                    SynthesizeSpeech   the service path (function.service.polly)
-    GET    /polly/v1/voices                    DescribeVoices     the voice table (function.voices.polly)
-                                                                  and the saved voices
+    POST   /polly/v1/speech                    SynthesizeSpeech   the service path (function.polly.shapes)
+    GET    /polly/v1/voices                    DescribeVoices     the voice table (function.polly.voices)
+                                                                  and the custom voices
     POST   /polly/v1/voices                    CreateVoice        the saved-voice library (vc-… ids)
     GET    /polly/v1/voices/{VoiceId}          GetVoice
     DELETE /polly/v1/voices/{VoiceId}          DeleteVoice
-    POST   /polly/v1/synthesisTasks            StartSpeechSynthesisTask   the jobs (function.api.polly_tasks)
+    POST   /polly/v1/synthesisTasks            StartSpeechSynthesisTask   the jobs (function.polly.tasks)
     GET    /polly/v1/synthesisTasks/{TaskId}   GetSpeechSynthesisTask
     GET    /polly/v1/synthesisTasks            ListSpeechSynthesisTasks
-    PUT    /polly/v1/lexicons/{LexiconName}    PutLexicon         alias lexicons (function.api.polly_lexicons)
+    PUT    /polly/v1/lexicons/{LexiconName}    PutLexicon         alias lexicons (function.polly.lexicons)
     GET    /polly/v1/lexicons/{LexiconName}    GetLexicon
     GET    /polly/v1/lexicons                  ListLexicons
     DELETE /polly/v1/lexicons/{LexiconName}    DeleteLexicon
 
-A custom voice is made at once (its features extracted while CreateVoice waits), so it is `active` when
-CreateVoice answers; a recording that cannot be used is refused then (ValidationException, the reason in
-its message) rather than kept as a `failed` voice. It is read from `Bytes`, or from an `S3Url` in the
-deployment's output bucket; Polly takes up to ten recordings, this model one.
+Every request acts for the tenant its key pair names (function.polly.sigv4): its custom voices, lexicons
+and tasks are that tenant's alone, and another tenant's answer as ids that name nothing.
 
-Every error leaves in Polly's shape (function.service.polly_errors): its code in `x-amzn-ErrorType`, the
-project's message as `{"message"}`. Requests are signed with SigV4 (function.api.sigv4, before any route).
-The router is made by `polly_router` with the app's way into the service path, so the Polly routes
+Custom voices (CreateVoice, function.polly.custom_voices) are made at once, so `active` when CreateVoice
+answers. DescribeVoices, GetVoice and DeleteVoice know Polly's custom voices (`vc-` ids) only;
+SynthesizeSpeech speaks the tenant's other saved voices too.
+
+Every error leaves in Polly's shape (function.polly.errors): its code in `x-amzn-ErrorType`, the
+project's message as `{"message"}`. Requests are signed with SigV4 (function.polly.sigv4, before any
+route). The router is made by `polly_router` with the app's way into the service path, so the Polly routes
 synthesise as every other route does (the text limit, the deadline, the response limit).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 from collections.abc import Callable, Coroutine
 from contextlib import suppress
-from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter
@@ -43,24 +42,29 @@ from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from starlette.requests import Request
 
-from function.api import polly_lexicons, polly_tasks
-from function.api.admission import SYNTHESIS
-from function.api.error_replies import POLLY_PREFIX, polly_reply
-from function.api.streams import SynthesisStream
-from function.aws import s3
 from function.core.errors import TTSError
 from function.core.options import SynthesisOptions
 from function.core.script import MarkType
+from function.http.context import SYNTHESIS, CallerOf, audit_change
+from function.http.streams import SynthesisStream
 from function.instance.library import voice_library
 from function.instance.model import get_engine
 from function.instance.settings import get_settings
 from function.markup.marks import marks_jsonl
-from function.service.polly import CustomVoiceRequest, LexiconRequest, PollySpeech, PollyTask, RecordingData
-from function.service.polly_errors import PollyError, as_polly
+from function.polly import lexicons, tasks
+from function.polly.custom_voices import (
+    CUSTOM_VOICE_PREFIX,
+    create_custom_voice,
+    custom_voice,
+    custom_voice_id,
+    recording_bytes,
+)
+from function.polly.errors import POLLY_PREFIX, PollyError, as_polly, polly_reply
+from function.polly.shapes import CustomVoiceRequest, LexiconRequest, PollySpeech, PollyTask
+from function.polly.voices import ENGINES, LANGUAGE_CODES, language_tag, polly_speaker, polly_voices
 from function.service.schema import describe
 from function.service.synthesis import Synthesis
-from function.voices.library import SavedVoice, VoicesUnavailable, is_voice_id
-from function.voices.polly import ENGINES, language_tag, polly_speaker, polly_voices
+from function.voices.library import VoicesUnavailable, is_voice_id
 
 logger = logging.getLogger(__name__)
 
@@ -100,57 +104,16 @@ def speaker_of(voice_id: str) -> str:
     return polly_speaker(voice_id, get_settings().polly_voices, get_engine().speakers)
 
 
-def custom_voice(voice: SavedVoice) -> dict[str, Any]:
-    """A saved voice as Polly's Voice: every one is a customer's, made at once, so active."""
-    described: dict[str, Any] = {
-        "Id": voice.id,
-        "Name": voice.name,
-        "Origin": "customer",
-        "Status": "active",
-        "SupportedEngines": list(ENGINES),
-        "CreationTime": datetime.fromisoformat(voice.created).timestamp(),
-    }
-    if voice.language is not None:
-        described["LanguageCode"] = voice.language
-    return described
-
-
-def recording_bytes(data: RecordingData) -> bytes:
-    """A recording's audio: its base64 bytes, or the object its S3Url names in the output bucket."""
-    if (data.Bytes is None) == (data.S3Url is None):
-        raise PollyError("ValidationException", "give a recording's Data exactly one of Bytes and S3Url")
-    if data.Bytes is not None:
-        try:
-            audio = base64.b64decode(data.Bytes, validate=True)
-        except (binascii.Error, ValueError):
-            raise PollyError("ValidationException", "the recording's Bytes are not valid base64") from None
-        return audio
-    settings = get_settings()
-    bucket, prefix = settings.output_bucket, settings.output_prefix
-    found_bucket, _, key = (data.S3Url or "").removeprefix("s3://").partition("/")
-    if bucket is None or not (data.S3Url or "").startswith("s3://") or found_bucket != bucket:
-        raise PollyError(
-            "ValidationException",
-            f"S3Url must be s3://{bucket or '<output bucket>'}/{prefix}<key>: this function reads the"
-            " deployment's output bucket only, under its prefix",
-        )
-    if not key.startswith(prefix) or key == prefix:
-        raise PollyError("ValidationException", f"S3Url's key must be under the output prefix {prefix!r}")
-    found = s3.read(bucket, key)
-    if found is None:
-        raise PollyError("ValidationException", f"no object at {data.S3Url}")
-    return found[0]
-
-
 def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
     """The /polly routes, synthesising through `synthesis_for`."""
     router = APIRouter(prefix=PREFIX, route_class=PollyRoute, tags=["polly"])
 
     @router.post("/v1/speech", tags=[SYNTHESIS], summary="Polly's SynthesizeSpeech", response_class=Response)
-    def synthesize_speech(body: PollySpeech, request: Request) -> Response:
-        polly = body.translated(speaker_of(body.VoiceId), polly_lexicons.named(body.LexiconNames))
+    def synthesize_speech(body: PollySpeech, request: Request, caller: CallerOf) -> Response:
+        named = lexicons.named(caller.tenant, body.LexiconNames)
+        polly = body.translated(speaker_of(body.VoiceId), named)
         synthesis = synthesis_for(polly.options, request, polly.marks)
-        headers = {**synthesis.headers, "x-amzn-RequestCharacters": str(len(synthesis.options.text))}
+        headers = {**synthesis.headers, "x-amzn-RequestCharacters": str(polly.characters)}
         if polly.marks_only:
             synthesis.drain()
             return Response(marks_jsonl(synthesis.marks), media_type=polly.content_type, headers=headers)
@@ -162,6 +125,7 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
 
     @router.get("/v1/voices", summary="Polly's DescribeVoices")
     def describe_voices(
+        caller: CallerOf,
         Engine: str | None = None,  # noqa: N803 - Polly's query parameter names
         LanguageCode: str | None = None,  # noqa: N803
         IncludeAdditionalLanguageCodes: bool = False,  # noqa: N803
@@ -170,14 +134,15 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
         if NextToken:
             raise PollyError("InvalidNextTokenException", "NextToken is not one this API gave: it gives none")
         if Engine is not None and Engine not in ENGINES:
-            raise PollyError(
-                "EngineNotSupportedException", f"Engine {Engine!r} is not one of {', '.join(ENGINES)}"
-            )
+            raise PollyError("ValidationException", f"Engine {Engine!r} is not one of {', '.join(ENGINES)}")
+        if LanguageCode is not None and LanguageCode not in LANGUAGE_CODES:
+            raise PollyError("ValidationException", f"LanguageCode {LanguageCode!r} is not one of Polly's")
         voices = [
             voice.describe() for voice in polly_voices(get_settings().polly_voices, get_engine().speakers)
         ]
         with suppress(VoicesUnavailable):  # a deployment without voice storage has built-in voices only
-            voices += [custom_voice(voice) for voice in voice_library().saved()]
+            saved = voice_library(caller.tenant).saved()
+            voices += [custom_voice(voice) for voice in saved if voice.id.startswith(CUSTOM_VOICE_PREFIX)]
         if LanguageCode is not None:
             voices = [
                 voice
@@ -191,7 +156,7 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
         return {"Voices": voices}
 
     @router.post("/v1/voices", tags=[SYNTHESIS], summary="Polly's CreateVoice: a saved voice (vc-…)")
-    def create_voice(body: CustomVoiceRequest) -> dict[str, Any]:
+    def create_voice(body: CustomVoiceRequest, request: Request, caller: CallerOf) -> dict[str, Any]:
         if not body.TermsAccepted:
             raise PollyError(
                 "ValidationException",
@@ -210,58 +175,68 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
                 "this model clones a voice from one recording (1 to 30 s of the speaker),"
                 f" not {len(recordings)}",
             )
-        library = voice_library()  # refuse before the recording is read
-        audio = recording_bytes(recordings[0].Data)
-        voice = library.create(
-            body.Name, audio, None, get_engine(), language=body.LanguageCode, polly_id=True
-        )
+        library = voice_library(caller.tenant)  # refuse before the recording is read
+        audio = recording_bytes(recordings[0].Data, caller.tenant)
+        voice, created = create_custom_voice(body, library, audio)
+        if created:
+            audit_change(request, "voice.created", voice.id)
         return {"Voice": custom_voice(voice)}
 
     @router.get("/v1/voices/{VoiceId}", summary="Polly's GetVoice")
-    def get_voice(VoiceId: str) -> dict[str, Any]:  # noqa: N803
-        return {"Voice": custom_voice(voice_library().get(VoiceId))}
+    def get_voice(VoiceId: str, caller: CallerOf) -> dict[str, Any]:  # noqa: N803
+        return {"Voice": custom_voice(voice_library(caller.tenant).get(custom_voice_id(VoiceId)))}
 
     @router.delete("/v1/voices/{VoiceId}", summary="Polly's DeleteVoice")
-    def delete_voice(VoiceId: str) -> dict[str, Any]:  # noqa: N803
-        voice_library().delete(VoiceId)
+    def delete_voice(VoiceId: str, request: Request, caller: CallerOf) -> dict[str, Any]:  # noqa: N803
+        voice_library(caller.tenant).delete(custom_voice_id(VoiceId))
+        audit_change(request, "voice.deleted", VoiceId)
         return {}
 
     @router.post("/v1/synthesisTasks", summary="Polly's StartSpeechSynthesisTask: a job")
-    def start_task(body: PollyTask) -> dict[str, Any]:
+    def start_task(body: PollyTask, request: Request, caller: CallerOf) -> dict[str, Any]:
         engine = get_engine()
-        task = polly_tasks.start(body, speaker_of(body.VoiceId), engine.sample_rate, get_settings())
+        task = tasks.start(body, speaker_of(body.VoiceId), engine.sample_rate, get_settings(), caller)
+        audit_change(request, "task.started", task["TaskId"])
         return {"SynthesisTask": task}
 
     @router.get("/v1/synthesisTasks/{TaskId}", summary="Polly's GetSpeechSynthesisTask")
-    def get_task(TaskId: str) -> dict[str, Any]:  # noqa: N803
-        return {"SynthesisTask": polly_tasks.describe(get_settings(), TaskId)}
+    def get_task(TaskId: str, caller: CallerOf) -> dict[str, Any]:  # noqa: N803
+        return {"SynthesisTask": tasks.describe(get_settings(), caller.tenant, TaskId)}
 
     @router.get("/v1/synthesisTasks", summary="Polly's ListSpeechSynthesisTasks")
     def list_tasks(
-        MaxResults: int = polly_tasks.MAX_RESULTS,  # noqa: N803
+        caller: CallerOf,
+        MaxResults: int = tasks.MAX_RESULTS,  # noqa: N803
         NextToken: str | None = None,  # noqa: N803
         Status: str | None = None,  # noqa: N803
     ) -> dict[str, Any]:
-        return polly_tasks.listed(get_settings(), Status, MaxResults, NextToken)
+        return tasks.listed(get_settings(), caller.tenant, Status, MaxResults, NextToken)
 
     @router.put("/v1/lexicons/{LexiconName}", summary="Polly's PutLexicon: an alias lexicon")
-    def put_lexicon(LexiconName: str, body: LexiconRequest) -> dict[str, Any]:  # noqa: N803
-        polly_lexicons.put(LexiconName, body.Content)
+    def put_lexicon(
+        LexiconName: str,  # noqa: N803
+        body: LexiconRequest,
+        request: Request,
+        caller: CallerOf,
+    ) -> dict[str, Any]:
+        lexicons.put(caller.tenant, LexiconName, body.Content)
+        audit_change(request, "lexicon.put", LexiconName)
         return {}
 
     @router.get("/v1/lexicons", summary="Polly's ListLexicons")
-    def list_lexicons(NextToken: str | None = None) -> dict[str, Any]:  # noqa: N803
+    def list_lexicons(caller: CallerOf, NextToken: str | None = None) -> dict[str, Any]:  # noqa: N803
         if NextToken:
             raise PollyError("InvalidNextTokenException", "NextToken is not one this API gave: it gives none")
-        return polly_lexicons.listed()
+        return lexicons.listed(caller.tenant)
 
     @router.get("/v1/lexicons/{LexiconName}", summary="Polly's GetLexicon")
-    def get_lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
-        return polly_lexicons.get(LexiconName)
+    def get_lexicon(LexiconName: str, caller: CallerOf) -> dict[str, Any]:  # noqa: N803
+        return lexicons.get(caller.tenant, LexiconName)
 
     @router.delete("/v1/lexicons/{LexiconName}", summary="Polly's DeleteLexicon")
-    def delete_lexicon(LexiconName: str) -> dict[str, Any]:  # noqa: N803
-        polly_lexicons.delete(LexiconName)
+    def delete_lexicon(LexiconName: str, request: Request, caller: CallerOf) -> dict[str, Any]:  # noqa: N803
+        lexicons.delete(caller.tenant, LexiconName)
+        audit_change(request, "lexicon.deleted", LexiconName)
         return {}
 
     @router.api_route(
@@ -276,4 +251,4 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
     return router
 
 
-__all__ = ["PREFIX", "PollyRoute", "custom_voice", "polly_router"]
+__all__ = ["PREFIX", "PollyRoute", "polly_router"]

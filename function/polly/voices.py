@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from function.core.errors import InvalidRequest
-from function.voices.openai import parse_voices
 
 DEFAULT_POLLY_VOICES: Mapping[str, str] = {
     "Joanna": "英文女",
@@ -46,6 +45,17 @@ LANGUAGE_TAGS: Mapping[str, str] = {
 }
 # Polly's engines: every one speaks through this model; they differ in the flow's steps and default rate.
 ENGINES = ("standard", "neural", "long-form", "generative")
+# Every language code Polly's service model knows: one outside it is a ValidationException, one inside it
+# that this model does not speak (not in LANGUAGE_TAGS) a LanguageNotSupportedException, as in Polly.
+LANGUAGE_CODES = frozenset(
+    {
+        *("arb", "ar-AE", "ca-ES", "cmn-CN", "cs-CZ", "cy-GB", "da-DK", "de-AT", "de-CH", "de-DE"),
+        *("en-AU", "en-GB", "en-GB-WLS", "en-IE", "en-IN", "en-NZ", "en-SG", "en-US", "en-ZA", "es-ES"),
+        *("es-MX", "es-US", "fi-FI", "fr-BE", "fr-CA", "fr-FR", "hi-IN", "is-IS", "it-IT", "ja-JP"),
+        *("ko-KR", "nb-NO", "nl-BE", "nl-NL", "pl-PL", "pt-BR", "pt-PT", "ro-RO", "ru-RU", "sv-SE"),
+        *("tr-TR", "yue-CN"),
+    }
+)
 
 
 class UnknownPollyVoice(InvalidRequest):
@@ -87,24 +97,22 @@ class PollyVoice:
         return described
 
 
-def parse_polly_voices(text: str) -> dict[str, str]:
-    """'Joanna=中文女, Brian=英文男' → DEFAULT_POLLY_VOICES with those entries changed or added."""
-    return parse_voices(text, DEFAULT_POLLY_VOICES)
-
-
-def polly_voices(table: Mapping[str, str], speakers: Sequence[str]) -> list[PollyVoice]:
-    """The voices DescribeVoices lists: the table's entries whose speaker this model has, then each
-    speaker by its own name."""
+def polly_voices(entries: Mapping[str, str], speakers: Sequence[str]) -> list[PollyVoice]:
+    """The voices DescribeVoices lists: DEFAULT_POLLY_VOICES with the deployment's `entries`
+    (COSYVOICE_POLLY_VOICES) changed or added, those whose speaker this model has; then each speaker by
+    its own name."""
+    table = {**DEFAULT_POLLY_VOICES, **entries}
     mapped = [PollyVoice(name, speaker) for name, speaker in sorted(table.items()) if speaker in speakers]
     return [*mapped, *(PollyVoice(speaker, speaker) for speaker in speakers)]
 
 
-def polly_speaker(voice_id: str, table: Mapping[str, str], speakers: Sequence[str]) -> str:
+def polly_speaker(voice_id: str, entries: Mapping[str, str], speakers: Sequence[str]) -> str:
     """The built-in speaker a VoiceId names; UnknownPollyVoice otherwise."""
-    for voice in polly_voices(table, speakers):
+    voices = polly_voices(entries, speakers)
+    for voice in voices:
         if voice.id == voice_id:
             return voice.speaker
-    listed = ", ".join(voice.id for voice in polly_voices(table, speakers) if voice.id != voice.speaker)
+    listed = ", ".join(voice.id for voice in voices if voice.id != voice.speaker)
     raise UnknownPollyVoice(
         f"VoiceId {voice_id!r} is not a voice of this deployment: use one of {listed or 'none'}, a built-in"
         " speaker's name, or a custom voice's id (CreateVoice); DescribeVoices lists them"
@@ -119,11 +127,11 @@ def language_tag(code: str) -> str | None:
 __all__ = [
     "DEFAULT_POLLY_VOICES",
     "ENGINES",
+    "LANGUAGE_CODES",
     "LANGUAGE_TAGS",
     "PollyVoice",
     "UnknownPollyVoice",
     "language_tag",
-    "parse_polly_voices",
     "polly_speaker",
     "polly_voices",
 ]
