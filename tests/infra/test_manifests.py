@@ -47,6 +47,11 @@ def _container() -> dict:
     return container
 
 
+def _literal_env(container: dict) -> dict[str, str]:
+    """The container's settings given as values (those from the optional ConfigMap are the stack's)."""
+    return {item["name"]: item["value"] for item in container["env"] if "value" in item}
+
+
 def _settings(env: dict[str, str]) -> Settings:
     """The settings the server would read from this environment (each name a documented setting), with a
     key in the file the Secret would mount."""
@@ -93,7 +98,7 @@ def test_deployment_serves_the_baked_artifact_and_probes_readiness():
 
 def test_the_pod_runs_as_many_syntheses_as_it_requests_cores_for():
     container = _container()
-    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    settings = _settings(_literal_env(container))
     assert settings.threads is not None and settings.max_concurrent is not None  # a node has more cores
     assert settings.threads * settings.max_concurrent == int(container["resources"]["requests"]["cpu"])
 
@@ -101,7 +106,7 @@ def test_the_pod_runs_as_many_syntheses_as_it_requests_cores_for():
 def test_the_grace_period_outlasts_the_prestop_pause_and_the_drain():
     pod = MANIFESTS["Deployment"]["spec"]["template"]["spec"]
     container = _container()
-    settings = _settings({item["name"]: item["value"] for item in container["env"]})
+    settings = _settings(_literal_env(container))
     pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]
     assert pause > 0  # endpoints are removed while the pod still serves
     assert pod["terminationGracePeriodSeconds"] > pause + settings.drain_seconds
@@ -110,7 +115,7 @@ def test_the_grace_period_outlasts_the_prestop_pause_and_the_drain():
 def test_the_drain_outlasts_every_accepted_request_at_its_time_limit():
     """A queued request waits for the ones ahead of it, then runs to its limit at most: all of them
     finish inside the drain, so a shutdown cuts none."""
-    settings = _settings({item["name"]: item["value"] for item in _container()["env"]})
+    settings = _settings(_literal_env(_container()))
     assert settings.max_request_seconds is not None and settings.max_concurrent is not None
     queued = settings.max_queued if settings.max_queued is not None else 2 * settings.max_concurrent
     rounds = 1 + -(-queued // settings.max_concurrent)
@@ -273,3 +278,49 @@ def test_compose_runs_a_worker_of_the_same_image_only_when_asked():
     assert worker["entrypoint"] == ["python3", "-m", "function", "worker"]
     assert _option(worker["command"], "--artifacts") == ARTIFACT_IN_IMAGE
     assert int(worker["environment"]["COSYVOICE_THREADS"]) == worker["cpus"]
+
+
+# Int8 synthesis on two CPUs, seconds per second of speech, rounded up from docs/performance.md's long
+# text: what a worker's drain must cover for one part.
+PART_SECONDS_PER_AUDIO_SECOND = 1.8
+WORKER_POLL_SECONDS = 10  # function.jobs.consumer.WAIT_SECONDS: a waiting worker's long poll
+
+
+def _worker_container() -> dict:
+    (container,) = _worker_manifests()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _env_values(container: dict) -> dict[str, str | dict]:
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container.get("env", [])}
+
+
+def test_the_stack_the_workers_and_compose_agree_on_where_jobs_live_and_their_part_size():
+    """Every worker a deployment runs beside the stack's own Lambda finds the stack's jobs: the same output
+    prefix and part size as template.yaml's defaults, the bucket and the queue from the one ConfigMap the
+    stack's outputs fill (Kubernetes) or the same variables (compose)."""
+    parameters = load_template()["Parameters"]
+    prefix, part_seconds = parameters["OutputPrefix"]["Default"], str(parameters["JobPartSeconds"]["Default"])
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())["services"]
+    serve, worker = _env_values(_container()), _env_values(_worker_container())
+    for env in (serve, worker, compose["tts"]["environment"], compose["worker"]["environment"]):
+        assert env["COSYVOICE_OUTPUT_PREFIX"] == prefix
+    for env in (worker, compose["worker"]["environment"]):
+        assert env["COSYVOICE_JOB_PART_SECONDS"] == part_seconds
+    for name, key in (("COSYVOICE_OUTPUT_BUCKET", "bucket"), ("COSYVOICE_JOB_QUEUE_URL", "queue-url")):
+        for env in (serve, worker):
+            reference = env[name]["configMapKeyRef"]  # type: ignore[index]
+            assert (reference["name"], reference["key"]) == ("cosyvoice-jobs", key)
+        for service in ("tts", "worker"):
+            assert compose[service]["environment"][name] == f"${{{name}:-}}"
+
+
+def test_a_worker_stopped_by_scale_in_has_the_time_to_finish_its_part():
+    spec = _worker_manifests()["Deployment"]["spec"]["template"]["spec"]
+    env = _env_values(_worker_container())
+    drain, part = int(env["COSYVOICE_DRAIN_SECONDS"]), int(env["COSYVOICE_JOB_PART_SECONDS"])  # type: ignore[arg-type]
+    assert drain >= part * PART_SECONDS_PER_AUDIO_SECOND
+    assert spec["terminationGracePeriodSeconds"] >= drain + WORKER_POLL_SECONDS
+    compose = yaml.safe_load((ROOT / "infra" / "docker-compose.yml").read_text())["services"]["worker"]
+    assert int(compose["environment"]["COSYVOICE_DRAIN_SECONDS"]) == drain
+    assert int(compose["stop_grace_period"].removesuffix("s")) >= drain + WORKER_POLL_SECONDS

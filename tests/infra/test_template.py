@@ -228,7 +228,12 @@ def test_s3_writes_are_scoped_to_a_prefix(rendering):
     assert managed_policy_violations(rendering) == []
 
 
-def test_objects_are_deleted_only_under_the_saved_voices_prefix(rendering):
+# What a job deletes: its entry in the index of jobs that are not final, and its parts' lease objects
+# (attempts start afresh when it is submitted again), the default tenant's and each other tenant's.
+_JOB_RECORDS = re.compile(r"^arn:aws:s3:::[^/*]+/[^*]+/(jobs/_active/\*|(tenants/\*/)?jobs/\*/leases/\*)$")
+
+
+def test_objects_are_deleted_only_under_the_saved_voices_prefix_and_jobs_records(rendering):
     deletes = [
         statement
         for statement in _statements(rendering)
@@ -236,10 +241,11 @@ def test_objects_are_deleted_only_under_the_saved_voices_prefix(rendering):
         and any("Delete" in action or action in ("*", "s3:*") for action in _actions(statement))
         and any(action.startswith("s3:") or action == "*" for action in _actions(statement))
     ]
-    assert [statement["Sid"] for statement in deletes] == ["DeleteSavedVoices"]
-    resources = [str(res) for s in deletes for res in _resources(s)]
+    assert [statement["Sid"] for statement in deletes] == ["DeleteSavedVoices", "KeepJobRecords"]
+    voices, jobs = ([str(res) for res in _resources(statement)] for statement in deletes)
     # The default tenant's voices, and each other tenant's (the one wildcard segment is the tenant).
-    assert len(resources) == 2 and all(_VOICE_OBJECTS.match(res) for res in resources), resources
+    assert len(voices) == 2 and all(_VOICE_OBJECTS.match(res) for res in voices), voices
+    assert len(jobs) == 3 and all(_JOB_RECORDS.match(res) for res in jobs), jobs
 
 
 def _actions(statement: dict[str, Any]) -> list[str]:

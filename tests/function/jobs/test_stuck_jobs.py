@@ -162,8 +162,9 @@ def test_a_worker_serving_another_artifact_never_speaks_the_jobs_parts(
     deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
     assert deployment.terminate(first) == 0
     written = deployment.parts_written("job")
-    deployment.start_worker(COSYVOICE_ARTIFACT=str(other))
-    deployment.wait_for(lambda: deployment.lines("foreign_artifact"), "handed a part back")
+    foreign = deployment.start_worker(COSYVOICE_ARTIFACT=str(other))
+    deployment.wait_for(lambda: len(deployment.lines("foreign_artifact")) >= 2, "handed a part back twice")
+    assert deployment.terminate(foreign) == 0
     assert deployment.parts_written("job") == written
     deployment.start_worker()
     ends_done(deployment, reference)
