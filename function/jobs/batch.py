@@ -7,29 +7,34 @@ Message bodies (JSON):
     {"job": "<id>"}                       a stored job: sent by POST /v1/jobs; its worker plans it,
                                           sends its first parts' messages and speaks part 0
     {"job": "<id>", "part": k}            part k of a planned job: sent by the workers
-                                          (function.jobs.worker; function.service.schema.JobMessage)
-    {"id": "order-42-line-3",             a raw job (function.service.schema.SpeechJob): submitted as a job on
+                                          (function.jobs.worker; function.service.schema.JobMessage);
+                                          either names `"tenant"` when the job is not the default's
+    {"id": "order-42-line-3",             a raw job (function.service.schema.SpeechJob; `tenant`: whose,
+                                          default `default`): submitted as a job on
      "text": "...",                       receipt (the same id and content again is the same job; other
      "speaker": "英文女" | "instruct": "..." | "prompt_audio": "<base64>", "prompt_text": "...",
      "format": "wav", "speed": 1.0, "seed": 7,
      "output_key": "custom/name.wav"}     content under the same id is refused), then worked on at once
 
-Each record's outcome (one `batch_record` log line each):
+Each record's outcome (one `batch_record` log line each; function.jobs.worker has the outcomes):
   acked          done; exists (a duplicate, or already done); continued (a part written, the next
-                 part's message sent, the rest of the job on the queue)
+                 part's message sent, the rest of the job on the queue); job_failed (the job had failed
+                 before: nothing is spoken, no successor sent)
+  sent again     held (another worker holds the part), stopped (a queue worker asked to stop had no
+                 time to finish), foreign_artifact (the job was planned with another artifact): a new
+                 message with the same body, visible after the holder's lease, at once, or soon; the
+                 record is acked, so none of them counts toward the queue's receives or the job's
+                 attempts. If SQS refuses the send, the record is handed back instead.
   dead-lettered  failed for good: a client error (bad JSON, no id, unknown speaker, an id reused with
-                 other content, a text over the cap), or a job that had failed for good before. The
-                 record goes at once to COSYVOICE_DEAD_LETTER_QUEUE_URL, body unchanged, the reason in
-                 its attributes (function.jobs.queue.dead_letter), and only then is acked; the job's
-                 status, when the record is the job's, says failed and why. Without a dead-letter queue
-                 to send to, or when that send fails, the record is returned instead (never dropped): the
-                 queue's redrive policy moves it to the dead-letter queue after its last receive.
+                 other content, a text over the cap), or the record whose part's last attempt failed its
+                 job. The record goes at once to COSYVOICE_DEAD_LETTER_QUEUE_URL, body unchanged, the
+                 reason in its attributes (function.jobs.queue.dead_letter), and only then is acked; the
+                 job's status says failed and why. Without a dead-letter queue to send to, or when that
+                 send fails, the record is returned instead (never dropped): the queue's redrive policy
+                 moves it to the dead-letter queue after its last receive.
   returned       deferred (no time to start it before the deadline) and transient errors (S3, SQS, ours):
-                 received again in 10 s or 60 s (function.jobs.queue.hand_back), not after the 90 min
-                 visibility timeout; on the queue's last receive (COSYVOICE_JOB_MAX_RECEIVES) the job's
-                 status says failed and why, and SQS moves the message to the dead-letter queue.
-                 Held (another worker holds the part): received again once that worker's lease
-                 (COSYVOICE_JOB_LEASE_SECONDS) has run out, without marking the job failed.
+                 received again in 10 s or 60 s, never later than COSYVOICE_JOB_LEASE_SECONDS
+                 (function.jobs.queue.hand_back), not after the 90 min visibility timeout.
 The function must be configured with `FunctionResponseTypes: [ReportBatchItemFailures]`.
 
 The records share the invocation: each may use the time left divided by the records left. template.yaml

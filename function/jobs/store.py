@@ -1,18 +1,24 @@
 """Jobs: a long text's request, status and finished parts, kept in S3 so its synthesis can span invocations.
 
-Layout, under s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX (P below; the function's role may
-write nowhere else):
+Layout, under s3://$COSYVOICE_OUTPUT_BUCKET/$COSYVOICE_OUTPUT_PREFIX (R below, the root; the function's role
+may write nowhere else). A job's own objects are under its tenant's prefix P: R for the default tenant,
+R + "tenants/{tenant}/" for every other (function.core.tenant).
 
     P{id}.{format}                 the audio (a raw SQS message or direct invoke may name its own
                                    `output_key` instead)
     Pjobs/{id}/request.json        what was asked, its sha256 and the job's seed: written once
     Pjobs/{id}/status.json         queued | running (progress) | done (where, how long) | failed (why)
-    Pjobs/{id}/plan.json           the job's parts (function.jobs.plan): written once, by the first worker
+    Pjobs/{id}/plan.json           the job's parts and contract (function.jobs.plan): written once, by the
+                                   first worker
     Pjobs/{id}/parts/{k:06d}.pcm   part k's audio, s16le mono at the model's rate: written once
     Pjobs/{id}/parts/{k:06d}.marks.json   its speech marks (a script's), at samples from the part's
                                    start: written once, before the audio (the audio's presence says
                                    the part is finished)
-    Pjobs/{id}/leases/{k:06d}.json the worker speaking part k, until when: replaced only as read
+    Pjobs/{id}/leases/{k:06d}.json the worker speaking part k, until when, and the part's attempts:
+                                   replaced only as read
+    Rjobs/_active/{tenant}/{id}    the index of jobs that are not final (function.jobs.sweep reads it):
+                                   written before the request, removed when the job ends
+    Rjobs/_sweeper.json            the lease of the deployment's one sweeper
 
 Identity is content: a job's sha256 covers its canonical request (every field with its default, minus
 the id and the ignored `stream`), so the same id with the same content is the same job, and the same id
@@ -22,14 +28,16 @@ run of the whole text (function.cosyvoice.engine), so parts written by different
 duplicate deliveries, are identical, and write-once keeps the first.
 
 The status is read-modify-write with If-Match: a writer that lost a race re-reads it, and nothing
-overwrites a finished job's status (done, or permanently failed).
+changes a final status (done, or failed). The one way out of `failed` is `retry`, when a retriable
+failure is submitted again.
 
 Leases (wall-clock seconds): a worker speaking a part holds that part's lease object (take_part_lease,
-refused while another worker's runs), renewed after each segment; the worker that joins the parts holds
-the job's lease in its status (`lease_until`, take_lease). Each is given up when the worker stops. A
-worker killed mid-part or mid-join (SIGKILL, an out-of-memory kill, a timeout) gives nothing up: its
-lease runs out by itself, and the next delivery of its message takes the part or the join over. A lease
-never outlasts its holder's invocation.
+refused while another worker's runs), renewed after each segment; each fresh take counts one attempt of
+the part, and a part handed back through no fault of its own gives its attempt back. The worker that
+joins the parts holds the job's lease in its status (`lease_until`, take_lease), renewed as it joins.
+Each is given up when the worker stops. A worker killed mid-part or mid-join (SIGKILL, an out-of-memory
+kill, a timeout) gives nothing up: its lease runs out by itself, and the next delivery of its message,
+or the sweeper, takes the part or the join over. A lease never outlasts its holder's invocation.
 """
 
 from __future__ import annotations
