@@ -167,6 +167,8 @@ def run(
         return Outcome.FOREIGN
     except Stopped:
         _give_up_part(job, leases, counted=False)
+        if leases.job is not None:  # stopped mid-join: the next joiner need not wait for the lease
+            store.release(job, None, leases.job)
         return Outcome.STOPPED
     except _Deferred as deferred:
         if deadline is not None and deadline.stopping:
