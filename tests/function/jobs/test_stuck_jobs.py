@@ -46,6 +46,14 @@ def reference(moto_endpoint: str, artifact_location: str, tmp_path_factory: pyte
         deployment.stop()
 
 
+def planned_and_begun(deployment: Deployment) -> Any:
+    """The job submitted to a first worker of window 1, once it has planned the job and written a part."""
+    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
+    deployment.submit("job", JOB)
+    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    return first
+
+
 def ends_done(deployment: Deployment, reference: bytes) -> dict[str, Any]:
     """The job done with the reference's audio, told once, nothing left on either queue."""
     status = deployment.wait_done(["job"])["job"][-1]
@@ -66,9 +74,7 @@ def test_two_windows_on_one_queue_send_every_part(
 ) -> None:
     """The plan's window is the job's: a worker of window 1 plans it, one of window 3 finishes it."""
     deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
-    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
-    deployment.submit("job", JOB)
-    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    first = planned_and_begun(deployment)
     deployment.start_worker(COSYVOICE_JOB_PARALLEL="3")
     assert deployment.terminate(first) == 0
     plan = json.loads(deployment.read("tts/jobs/job/plan.json") or b"{}")
@@ -141,9 +147,7 @@ def test_a_job_moved_to_a_worker_with_other_flow_steps_keeps_its_sound(
     moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
 ) -> None:
     deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
-    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
-    deployment.submit("job", JOB)
-    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    first = planned_and_begun(deployment)
     assert deployment.terminate(first) == 0  # a deploy: the part in hand is finished first
     deployment.start_worker(COSYVOICE_FLOW_STEPS="5", COSYVOICE_DECODE_BATCH="2")
     ends_done(deployment, reference)
@@ -157,9 +161,7 @@ def test_a_worker_serving_another_artifact_never_speaks_the_jobs_parts(
     manifest = other / "manifest.json"
     manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=1))  # another identity
     deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS, COSYVOICE_DRAIN_SECONDS="0")
-    first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
-    deployment.submit("job", JOB)
-    deployment.wait_for(lambda: deployment.parts_written("job") >= 1, "wrote its first part")
+    first = planned_and_begun(deployment)
     assert deployment.terminate(first) == 0
     written = deployment.parts_written("job")
     foreign = deployment.start_worker(COSYVOICE_ARTIFACT=str(other))
