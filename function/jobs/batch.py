@@ -54,9 +54,10 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
+from function.core.audit import audit
 from function.core.deadline import Deadline
 from function.core.errors import InvalidRequest, TTSError
-from function.core.tenant import DEFAULT_TENANT, TenantNameError, checked_tenant
+from function.core.tenant import DEFAULT_TENANT, Caller, TenantNameError, checked_tenant
 from function.instance.model import get_engine
 from function.instance.settings import Settings, get_settings
 from function.jobs import queue, store, worker
@@ -83,7 +84,9 @@ def process_record(
             raise InvalidRequest("id is required in a raw job message")
         # A raw message delivered again is the same job, failed or not: the queue never revives a
         # failed job (SQS delivers at least once); submitting it through the API does.
-        job, _ = store.submit(request, settings, _tenant(tenant))
+        job, created = store.submit(request, settings, _tenant(tenant))
+        if created:  # sent by whoever may write to the queue: inside the deployment, no credential
+            audit(Caller(job.tenant), "job.submitted", job.id, str(record.get("messageId", "")) or None)
     receives = int(record.get("attributes", {}).get("ApproximateReceiveCount", 1))
     last_receive = receives >= settings.job_max_receives
     return job, worker.run(job, get_engine(), settings, deadline, last_receive, part)

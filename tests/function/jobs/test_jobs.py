@@ -270,6 +270,17 @@ def test_an_id_is_bound_to_its_content(
     assert s3.head_object(Bucket=bucket, Key="tts/raw.wav")["ETag"] == etag
     assert "tts/raw.mp3" not in {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
 
+    # A raw message may name its tenant: the same id is another job there, kept in the tenant's folder,
+    # and its submission is audited (without a credential: the queue is inside the deployment).
+    assert jobs_lambda.invoke(sqs_event({**raw, "tenant": "acme"})).json() == {"batchItemFailures": []}
+    assert s3.head_object(Bucket=bucket, Key="tts/tenants/acme/raw.wav")["ETag"] != etag
+    audits = [r for r in jobs_lambda.log_records() if r.get("event") == "audit" and r["id"] == "raw"]
+    assert [(a["tenant"], a["action"], a["credential"]) for a in audits] == [
+        ("default", "job.submitted", None),
+        ("acme", "job.submitted", None),
+    ]
+    assert all(raw["text"] not in json.dumps(a) for a in audits)
+
 
 @pytest.mark.engine
 def test_a_client_error_fails_the_job_for_good_and_says_why(
