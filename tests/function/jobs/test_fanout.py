@@ -63,14 +63,30 @@ def run(
     return results, seen, deployment
 
 
-def test_a_job_is_the_same_on_one_worker_or_many_in_any_parts_and_despite_a_killed_worker(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path
-) -> None:
-    alone, _, first = run(
-        moto_endpoint, tmp_path / "alone", artifact_location, 1, COSYVOICE_JOB_PART_SECONDS="100000"
+@pytest.fixture(scope="module")
+def one_worker(
+    moto_endpoint: str, artifact_location: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, dict[str, bytes]], list[dict[str, Any]]]:
+    """Both jobs on one worker, each as one part: their objects, and the ends the topic was told."""
+    results, _, deployment = run(
+        moto_endpoint,
+        tmp_path_factory.mktemp("alone"),
+        artifact_location,
+        1,
+        COSYVOICE_JOB_PART_SECONDS="100000",
     )
+    return results, deployment.ends_told()
+
+
+def test_a_job_is_the_same_on_one_worker_or_many_in_any_parts_and_despite_a_killed_worker(
+    moto_endpoint: str,
+    artifact_location: str,
+    tmp_path: Path,
+    one_worker: tuple[dict[str, dict[str, bytes]], list[dict[str, Any]]],
+) -> None:
+    alone, told = one_worker
     assert set(alone["text"]) == {"audio"} and set(alone["script"]) == {"audio", "marks", "captions"}
-    assert {(end["id"], end["status"]) for end in first.ends_told()} == {("text", "done"), ("script", "done")}
+    assert {(end["id"], end["status"]) for end in told} == {("text", "done"), ("script", "done")}
 
     settings = {"COSYVOICE_JOB_PART_SECONDS": "1", "COSYVOICE_JOB_PARALLEL": "2"}
     fanned, seen, deployment = run(moto_endpoint, tmp_path / "two", artifact_location, 2, **settings)
@@ -99,7 +115,11 @@ def test_a_job_is_the_same_on_one_worker_or_many_in_any_parts_and_despite_a_kill
 
 @pytest.mark.parametrize("drain", ["0", "300"], ids=["no time to finish", "time to finish"])
 def test_a_worker_stopped_mid_part_finishes_it_or_hands_it_back_and_exits_0(
-    drain: str, moto_endpoint: str, artifact_location: str, tmp_path: Path
+    drain: str,
+    moto_endpoint: str,
+    artifact_location: str,
+    tmp_path: Path,
+    one_worker: tuple[dict[str, dict[str, bytes]], list[dict[str, Any]]],
 ) -> None:
     """SIGTERM while a part is spoken: with COSYVOICE_DRAIN_SECONDS to spare the worker finishes the part
     first; without, the part stops and its message goes back as a new one (no attempt counted, no error
@@ -127,5 +147,4 @@ def test_a_worker_stopped_mid_part_finishes_it_or_hands_it_back_and_exits_0(
         deployment.stop()
     assert seen["text"][-1]["status"] == "done"
     assert deployment.left_on_queue() == 0
-    alone, _, _ = run(moto_endpoint, tmp_path / "alone", artifact_location, 1, COSYVOICE_JOB_PART_SECONDS="1")
-    assert alone["text"]["audio"] == audio
+    assert one_worker[0]["text"]["audio"] == audio
