@@ -120,6 +120,10 @@ class _Failed(Exception):
     """The job failed while this worker was starting its part."""
 
 
+class _Exhausted(Exception):
+    """The part was taken as many times as it may be, and every worker died speaking it."""
+
+
 class _Foreign(Exception):
     """The job was planned with another artifact than this worker's."""
 
@@ -162,6 +166,10 @@ def run(
         return Outcome.HELD
     except _Failed:
         return Outcome.FAILED
+    except _Exhausted as exhausted:
+        _give_up_part(job, leases)
+        error = {"code": "part_exhausted", "message": str(exhausted)}
+        return _fail(job, error, settings, retriable=True, leases=leases)
     except _Foreign as foreign:
         print(json.dumps({"event": "foreign_artifact", "job": job.id, "message": str(foreign)}), flush=True)
         return Outcome.FOREIGN
@@ -299,6 +307,11 @@ def _speak_part(
     if attempts is None:
         raise _Held
     leases.part, leases.part_until, leases.attempts = index, until, attempts
+    if attempts > settings.job_max_receives:  # every attempt so far ended with its worker (killed)
+        raise _Exhausted(
+            f"part {index + 1} of {len(plan.parts)} was taken {attempts - 1} times and never finished: its"
+            " worker stopped each time without a word (killed: out of memory, or a timeout)"
+        )
     if store.record_parts(job, plan, store.finished_parts(job), engine.sample_rate, started=True).final:
         _give_up_part(job, leases, counted=False)
         raise _Failed

@@ -248,3 +248,31 @@ def test_a_worker_that_fails_gives_up_only_its_own_lease(
     store.release(job, None, until, error={"code": "storage_error", "message": "the holder's own"})
     released = store.status(job)
     assert released is not None and released.lease_until is None
+
+
+@pytest.mark.engine
+@pytest.mark.usefixtures("aws_in_process")
+def test_a_part_whose_workers_keep_dying_fails_its_job_on_the_attempt_after_the_last(
+    tiny_artifact: Any, bucket: str
+) -> None:
+    """Killed workers say nothing: their leases only run out. The part's attempts still count each take,
+    so a part that kills every worker that speaks it (out of memory, say) fails its job, retriable,
+    instead of being taken for ever."""
+    from function.cosyvoice.artifact import Artifact
+    from function.cosyvoice.engine import Engine
+    from function.instance.settings import Settings
+    from function.jobs import store, worker
+    from function.service.schema import SpeechJob
+
+    engine = Engine.load(Artifact.open(tiny_artifact), threads=1)
+    settings = Settings(artifact="unused", output_bucket=bucket, job_max_receives=2)
+    job, _ = store.submit(SpeechJob(id="deadly", text="Hi there.", speaker=SPEAKER, seed=1), settings)
+    for attempt in (1, 2):  # two workers took part 0 and died: their leases ran out
+        assert store.take_part_lease(job, 0, time.time() - 1) == attempt
+    with pytest.raises(worker.JobFailed) as failed:
+        worker.run(job, engine, settings, None)
+    assert failed.value.code == "part_exhausted"
+    status = store.status(job)
+    assert status is not None and (status.state, status.retriable) == ("failed", True)
+    assert "taken 2 times" in (status.error or {}).get("message", "")
+    assert store.finished_parts(job) == {}
