@@ -32,9 +32,10 @@ changes a final status (done, or failed). The one way out of `failed` is `retry`
 failure is submitted again.
 
 Leases (wall-clock seconds): a worker speaking a part holds that part's lease object (take_part_lease,
-refused while another worker's runs), renewed after each segment; each fresh take counts one attempt of
-the part, and a part handed back through no fault of its own gives its attempt back. The worker that
-joins the parts holds the job's lease in its status (`lease_until`, take_lease), renewed as it joins.
+refused while another worker's runs), renewed every third of its length while the part is spoken;
+each fresh take counts one attempt of the part, and a part handed back through no fault of its own
+gives its attempt back. The worker that joins the parts holds the job's lease in its status
+(`lease_until`, take_lease), renewed as it joins.
 Each is given up when the worker stops. A worker killed mid-part or mid-join (SIGKILL, an out-of-memory
 kill, a timeout) gives nothing up: its lease runs out by itself, and the next delivery of its message,
 or the sweeper, takes the part or the join over. A lease never outlasts its holder's invocation.
@@ -229,8 +230,10 @@ class JobStatus:
 
     def moved_at(self) -> float:
         """When the job last moved (time.time())."""
-        if self.progressed_at is not None:
-            return self.progressed_at
+        return self.progressed_at if self.progressed_at is not None else self.updated()
+
+    def updated(self) -> float:
+        """When the status was last written (time.time(), to the second)."""
         return (
             calendar.timegm(time.strptime(self.updated_at, "%Y-%m-%dT%H:%M:%SZ")) if self.updated_at else 0.0
         )

@@ -86,7 +86,10 @@ def sweep(settings: Settings, clock: Callable[[], float] = time.time) -> Swept:
 def _sweep_job(job: Job, settings: Settings, now: float, found: Swept) -> None:
     current = store.status(job) or JobStatus(store.QUEUED, updated_at=job.created_at)  # never queued
     if current.final:
-        if current.state == FAILED:  # its worker may have died before telling: told now
+        if current.state == FAILED:
+            if now - current.updated() < settings.job_stall_seconds:
+                return  # the worker that failed it is telling the topic now
+            # It died before telling (and before taking the job out of the index): told now.
             notify.publish(job.id, FAILED, {"error": current.error, "retriable": current.retriable}, settings)
         store.mark_inactive(job)
         return

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -319,13 +321,13 @@ def _speak_part(
     marks: list[tuple[int, SpeechMark]] = []
     samples = 0  # of this part so far: a mark's place is the samples before it
     try:
-        for run in plan.decode_runs(index):
-            for chunk in synthesis.audio(run, work):
+        with _part_held(job, settings, deadline, leases):
+            for run in plan.decode_runs(index):
+                for chunk in synthesis.audio(run, work):
+                    marks += [(samples, mark) for mark in synthesis.take_marks()]
+                    pcm += to_pcm16(chunk)
+                    samples += chunk.size
                 marks += [(samples, mark) for mark in synthesis.take_marks()]
-                pcm += to_pcm16(chunk)
-                samples += chunk.size
-                _renew(job, settings, deadline, leases)
-            marks += [(samples, mark) for mark in synthesis.take_marks()]
     except Stopped:
         raise
     except (OverBudget, DeadlineExceeded) as exc:
@@ -421,8 +423,28 @@ def _check_fits(
         )
 
 
+@contextlib.contextmanager
+def _part_held(job: Job, settings: Settings, deadline: Deadline | None, leases: _Leases) -> Iterator[None]:
+    """While the block runs, renew the part's lease every third of its length from a thread of its own, so
+    a segment longer than the lease never lets another worker take a part this one is still speaking."""
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(settings.job_lease_seconds / 3):
+            with contextlib.suppress(TTSError):  # the next renewal tries again; the lease still runs
+                _renew(job, settings, deadline, leases)
+
+    thread = threading.Thread(target=renew, name="cosyvoice-part-lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def _renew(job: Job, settings: Settings, deadline: Deadline | None, leases: _Leases) -> None:
-    """Hold the part on: after each segment, for the lease's length again."""
+    """Hold the part on, for the lease's length again."""
     assert leases.part is not None
     until = _lease_until(deadline, settings)
     if store.take_part_lease(job, leases.part, until, leases.part_until) is not None:

@@ -1,7 +1,7 @@
 """Jobs that never get stuck: real queue workers (`python -m function worker` on the tiny artifact) with S3,
 SQS and SNS on moto_server, each disturbance triggered by the test or injected at a named call.
 
-GIVEN a job of four parts
+GIVEN a job of three parts
 WHEN two workers with other windows share the queue; a part's message is lost; a part's writes always
 fail; every busy worker is stopped, again and again; the job moves to a worker with other flow steps
 and decode batch; a worker serving another artifact takes its messages
@@ -28,7 +28,7 @@ SENTENCE = (  # one segment (the splitter packs sentences up to 80 text tokens)
     " children walk past on their way to school, a tired dog sleeps in the sun beside the door, and nobody"
     " in the whole town expects that today will be any different from the long and gentle day before it."
 )
-JOB = {"text": " ".join([SENTENCE] * 4), "speaker": SPEAKER, "seed": 31, "format": "wav"}  # four segments
+JOB = {"text": " ".join([SENTENCE] * 3), "speaker": SPEAKER, "seed": 31, "format": "wav"}  # three segments
 PARTS = {"COSYVOICE_JOB_PART_SECONDS": "1"}  # a part per segment
 STALL = {"COSYVOICE_JOB_STALL_SECONDS": "2"}  # the workers sweep every second while idle
 
@@ -78,7 +78,7 @@ def test_two_windows_on_one_queue_send_every_part(
     deployment.start_worker(COSYVOICE_JOB_PARALLEL="3")
     assert deployment.terminate(first) == 0
     plan = json.loads(deployment.read("tts/jobs/job/plan.json") or b"{}")
-    assert plan["window"] == 1 and len(plan["parts"]) == 4
+    assert plan["window"] == 1 and len(plan["parts"]) == 3
     ends_done(deployment, reference)
 
 
@@ -89,7 +89,7 @@ def test_a_lost_part_message_is_sent_again_by_the_sweeper(
     deployment.start_worker('drop:SendMessage:"part": 2', COSYVOICE_JOB_PARALLEL="1")
     deployment.submit("job", JOB)
     status = ends_done(deployment, reference)
-    assert status["progress"]["parts_done"] == 4
+    assert status["progress"]["parts_done"] == 3
     redriven = [line["redriven"] for line in deployment.lines("job_sweep") if line["redriven"]]
     assert redriven == [{"job": [2]}]  # once, and only the lost part
 
