@@ -320,6 +320,9 @@ def submit(request: SpeechJob, settings: Settings, tenant: str = DEFAULT_TENANT)
     if s3.put(bucket, _request_key(job.folder), body, _JSON):
         return job, True
     existing = load(job.id, settings, tenant)
+    current = status(existing)
+    if current is not None and current.final:
+        mark_inactive(existing)  # the entry this submission wrote: the job had ended before
     if existing.sha256 != job.sha256:
         raise JobConflict(
             f"job id {job.id!r} is taken by a job with other content: give this request another id"
