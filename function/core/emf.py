@@ -20,9 +20,11 @@ def emf_document(
     dimensions: Mapping[str, str],
     metrics: Mapping[str, tuple[float, str]],
     properties: Mapping[str, Any] | None = None,
+    rollup: bool = False,
 ) -> dict[str, Any]:
-    """One EMF document: `metrics` (name → (value, unit)) in `namespace` under the one dimension set
-    `dimensions`, beside `properties` (searchable in Logs Insights, not metrics)."""
+    """One EMF document: `metrics` (name → (value, unit)) in `namespace` under the dimension set
+    `dimensions`, and with `rollup` under no dimension too (the total an alarm reads without adding up
+    every dimension's), beside `properties` (searchable in Logs Insights, not metrics)."""
     names: Sequence[str] = list(dimensions)
     return {
         "_aws": {
@@ -30,7 +32,7 @@ def emf_document(
             "CloudWatchMetrics": [
                 {
                     "Namespace": namespace,
-                    "Dimensions": [names],
+                    "Dimensions": [names, []] if rollup else [names],
                     "Metrics": [{"Name": name, "Unit": unit} for name, (_, unit) in metrics.items()],
                 }
             ],

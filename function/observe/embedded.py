@@ -1,9 +1,10 @@
 """Inside Lambda, each request and each job message writes one CloudWatch embedded-metric document
 (function.core.emf): its log line, with the metrics beside it, in COSYVOICE_METRICS_NAMESPACE.
 
-The dimension is `Operation`: the route's template (`/v1/tts`, `/polly/v1/speech`), `Job` or `JobPart`
-for the queue's work, `Invoke` for a direct invocation. The metrics carry Polly's names where Polly
-publishes the same thing, so a dashboard made for Polly reads them unchanged:
+The dimension is `Operation` (each metric is published without it too: the deployment's totals): the
+route's template (`/v1/tts`, `/polly/v1/speech`), or `Job` / `JobPart` for the queue's work. The metrics
+carry Polly's names where Polly publishes the same thing, so a dashboard made for Polly reads them
+unchanged:
 
     RequestCharacters  billable characters            ResponseLatency  ms, arrival to reply
     2XXCount, 4XXCount, 5XXCount  1 for the status class the request ended in, 0 for the others
@@ -75,8 +76,9 @@ def work_metrics(tally: Tally) -> dict[str, tuple[float, str]]:
 def document(
     operation: str, metrics: Mapping[str, tuple[float, str]], line: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The EMF document of one unit of work: its log `line` with `metrics` under `operation`."""
-    return emf_document(get_settings().metrics_namespace, {OPERATION: operation}, metrics, line)
+    """The EMF document of one unit of work: its log `line` with `metrics` under `operation`, and under
+    no dimension (the deployment's totals, which the alarms read)."""
+    return emf_document(get_settings().metrics_namespace, {OPERATION: operation}, metrics, line, rollup=True)
 
 
 def write(line: Mapping[str, Any], operation: str, metrics: Mapping[str, tuple[float, str]]) -> None:

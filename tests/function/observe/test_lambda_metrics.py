@@ -56,7 +56,8 @@ def embedded(document: dict[str, Any]) -> tuple[str, dict[str, str], dict[str, f
     the shape CloudWatch requires."""
     (directive,) = document["_aws"]["CloudWatchMetrics"]
     assert isinstance(document["_aws"]["Timestamp"], int)
-    (names,) = directive["Dimensions"]
+    names, rollup = directive["Dimensions"]
+    assert rollup == []  # the totals, which the alarms read
     units = {metric["Name"]: metric["Unit"] for metric in directive["Metrics"]}
     assert set(units.values()) <= {"Count", "Milliseconds", "Seconds", "None"}
     return (
