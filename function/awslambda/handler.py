@@ -45,6 +45,7 @@ from function.instance.startup import STARTUP
 from function.jobs.batch import handle_sqs
 from function.jobs.sweep import sweep
 from function.observe.embedded import embed_metrics
+from function.observe.tally import Tally, tallying
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -104,7 +105,8 @@ def lambda_handler(event: Any, context: Any) -> Any:
     if kind == "sqs":
         return handle_sqs(event, context)
     if kind == "direct":
-        return direct_invoke(event, _settings, context)
+        with tallying(Tally()):  # measured apart: not counted with the environment's next SQS record
+            return direct_invoke(event, _settings, context)
     if kind == "sweep":
         return sweep(_settings).to_dict()
     raise UnsupportedEvent.of(event)

@@ -3,6 +3,7 @@ with prometheus_client's own parser) counts what was sent and received."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,12 @@ def request_lines(log: Path) -> list[dict[str, Any]]:
 
 
 def line_of(log: Path, request_id: str) -> dict[str, Any]:
-    (line,) = [line for line in request_lines(log) if line["request_id"] == request_id]
+    """The request's line: `serve` writes it from a thread of its own, just after the reply."""
+    deadline = time.monotonic() + 10
+    while not (found := [line for line in request_lines(log) if line["request_id"] == request_id]):
+        assert time.monotonic() < deadline, f"no line for {request_id}"
+        time.sleep(0.05)
+    (line,) = found
     return line
 
 
