@@ -95,4 +95,10 @@ def write(line: Mapping[str, Any], operation: str, metrics: Mapping[str, tuple[f
 __all__ = [
     "METRICS",
     "OPERATION",
-    "document", "embed_metrics", "embedding", "status_counts", "work_metrics", "write"]
+    "document",
+    "embed_metrics",
+    "embedding",
+    "status_counts",
+    "work_metrics",
+    "write",
+]

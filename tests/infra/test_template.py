@@ -335,7 +335,8 @@ def _alarm_metrics(properties: dict[str, Any]) -> list[str]:
     """The metrics an alarm reads: its one metric, or those of its metric math."""
     if "MetricName" in properties:
         return [properties["MetricName"]]
-    return [item["MetricStat"]["Metric"]["MetricName"] for item in properties["Metrics"] if "MetricStat" in item]
+    stats = [item["MetricStat"] for item in properties["Metrics"] if "MetricStat" in item]
+    return [stat["Metric"]["MetricName"] for stat in stats]
 
 
 def test_function_settings_read_every_variable_the_template_sets(rendering):
