@@ -126,7 +126,7 @@ class RequestIds:
         tenant = caller_of(scope).tenant
         seconds = work.elapsed()
         first_audio = work.first_audio_seconds if work.streamed else None
-        count_request(route, status, tenant, seconds, work.characters, work.audio_seconds, first_audio, code)
+        count_request(route, status, tenant, work, seconds, code)
         line: dict[str, Any] = {
             "event": REQUEST_EVENT,
             "request_id": found,

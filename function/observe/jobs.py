@@ -39,14 +39,10 @@ def message_done(record: Mapping[str, Any], line: dict[str, Any]) -> None:
     outcome = str(line.get("status"))
     line = {**line, "audio_seconds": round(work.audio_seconds, 3)}
     if metrics.enabled():
-        route, tenant = operation, metrics.tenant_label(work.tenant)
         metrics.JOB_PARTS.labels(outcome).inc()
         if outcome == DONE or failed_job:
             metrics.JOBS_FINISHED.labels("failed" if failed_job else DONE).inc()
-        if characters:
-            metrics.CHARACTERS.labels(route, tenant).inc(characters)
-        if work.audio_seconds:
-            metrics.AUDIO_SECONDS.labels(route, tenant).inc(work.audio_seconds)
+        metrics.count_work(operation, work.tenant, work, characters)
     counts = {
         **embedded.work_metrics(work),
         "RequestCharacters": (float(characters), COUNT),

@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from function.instance.model import loaded_engine
 from function.instance.settings import get_settings
+from function.observe.tally import Tally
 
 OTHER = "other"  # the label value of what the configuration does not name
 PROJECT = "cosyvoice-serverless"
@@ -52,7 +53,7 @@ CHARACTERS = Counter(
 AUDIO_SECONDS = Counter("cosyvoice_audio_seconds", "Seconds of audio synthesized.", ["route", "tenant"])
 REALTIME_FACTOR = Histogram(
     "cosyvoice_realtime_factor",
-    "Compute seconds per second of audio, per run of the engine.",
+    "Compute seconds per second of audio, per request or job message that synthesized.",
     buckets=REALTIME_BUCKETS,
 )
 SLOTS_BUSY = Gauge("cosyvoice_slots_busy", "Synthesis slots taken (function.api.admission).")
@@ -94,36 +95,31 @@ def tenant_label(tenant: str) -> str:
 
 
 def count_request(
-    route: str,
-    status: int,
-    tenant: str,
-    seconds: float,
-    characters: int,
-    audio_seconds: float,
-    first_audio_seconds: float | None,
-    error_code: str | None,
+    route: str, status: int, tenant: str, work: Tally, seconds: float, error_code: str | None
 ) -> None:
-    """A request answered with `status` (error_code: its error's, if any); `first_audio_seconds` only for
-    a streamed reply."""
+    """A request answered with `status` after `seconds`, having done `work` (error_code: its error's,
+    if any). Its first audio is counted only for a streamed reply, what its caller waited for."""
     if not enabled():
         return
-    tenant = tenant_label(tenant)
-    REQUESTS.labels(route, str(status), tenant).inc()
+    REQUESTS.labels(route, str(status), tenant_label(tenant)).inc()
     REQUEST_SECONDS.labels(route).observe(seconds)
-    if characters:
-        CHARACTERS.labels(route, tenant).inc(characters)
-    if audio_seconds:
-        AUDIO_SECONDS.labels(route, tenant).inc(audio_seconds)
-    if first_audio_seconds is not None:
-        FIRST_AUDIO_SECONDS.labels(route).observe(first_audio_seconds)
+    count_work(route, tenant, work, work.characters)
+    if work.streamed and work.first_audio_seconds is not None:
+        FIRST_AUDIO_SECONDS.labels(route).observe(work.first_audio_seconds)
     reason = REJECTIONS.get(error_code or "")
     if reason is not None:
         REJECTED.labels(reason).inc()
 
 
-def observe_realtime_factor(factor: float) -> None:
-    if enabled():
-        REALTIME_FACTOR.observe(factor)
+def count_work(route: str, tenant: str, work: Tally, characters: int) -> None:
+    """What a request or a job message synthesized, `characters` billed for it."""
+    tenant = tenant_label(tenant)
+    if characters:
+        CHARACTERS.labels(route, tenant).inc(characters)
+    if work.audio_seconds:
+        AUDIO_SECONDS.labels(route, tenant).inc(work.audio_seconds)
+    if work.realtime_factor is not None:
+        REALTIME_FACTOR.observe(work.realtime_factor)
 
 
 def _weights(quantizations: Iterable[tuple[str, str]], prefix: str) -> str:
@@ -183,7 +179,7 @@ __all__ = [
     "REQUEST_SECONDS",
     "SLOTS_BUSY",
     "count_request",
+    "count_work",
     "enabled",
-    "observe_realtime_factor",
     "tenant_label",
 ]

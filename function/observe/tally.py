@@ -5,7 +5,8 @@ An edge that runs a unit of work (an HTTP request, function.api.request_ids) mak
 Work no edge tallies (a job message's, on the worker's thread) goes to the thread's own tally, which
 the edge takes when the message is done (`taken`). The service path (function.service.synthesis) sets
 the characters billed and wraps each run of the engine in `measured`, which adds the audio, the time
-to first audio and the compute time.
+to first audio and the compute time. Filling a tally records nothing: the edge does, once the unit is
+done (function.observe.metrics, function.observe.embedded), so the service path reads no settings.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from function.core.tenant import DEFAULT_TENANT
-from function.observe.metrics import observe_realtime_factor
 
 
 @dataclass
@@ -79,7 +79,8 @@ def tallying(tally: Tally) -> Iterator[Tally]:
 
 def measured(chunks: Iterator[np.ndarray], tally: Tally, rate: int) -> Iterator[np.ndarray]:
     """`chunks` (audio at `rate`) passed on, with the time spent drawing each, and when the run ends
-    (or is closed) its audio and compute seconds added to `tally` and its real-time factor observed."""
+    (or is closed) its audio and compute seconds added to `tally`. Nothing else: the edge counts the
+    tally once its unit of work is done."""
     compute = 0.0
     samples = 0
     try:
@@ -95,11 +96,8 @@ def measured(chunks: Iterator[np.ndarray], tally: Tally, rate: int) -> Iterator[
             samples += chunk.size
             yield chunk
     finally:
-        seconds = samples / rate
-        tally.audio_seconds += seconds
+        tally.audio_seconds += samples / rate
         tally.compute_seconds += compute
-        if seconds > 0:
-            observe_realtime_factor(compute / seconds)
 
 
 __all__ = ["Tally", "current", "measured", "taken", "tallying"]
