@@ -108,6 +108,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
@@ -190,7 +191,7 @@ class Settings:
     metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
     log_format: str = "json"
 
-    @property
+    @cached_property
     def named_tenants(self) -> frozenset[str]:
         """The tenants the credentials name (and `default`): the values a metric's tenant label takes,
         so its cardinality is the deployment's configuration, never its callers'."""
