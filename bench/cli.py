@@ -9,6 +9,7 @@
     soak                                  minutes of mixed traffic against `serve`: RSS, statuses, probes
     dropped-streams                       `serve` under clients that hang up mid-stream: never wedged
     voices                                a saved voice vs the recording inline: request bytes, first audio
+    observe                               the request path's time with metrics on vs off, in one run
     report                                figures and summary.md from the results written so far
     all                                   the four measurements, then the report (what `make bench` runs)
     verify                                full-size parity against upstream (see bench.verify)
@@ -154,6 +155,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     voices.add_argument("--code", type=Path, default=ROOT, help="the checkout whose function/ serves")
     voices.add_argument("--runs", type=int, default=5, help="requests each way per prompt (default 5)")
     voices.set_defaults(run=voice_library)
+    observe = commands.add_parser("observe", help="the request path's time with metrics on vs off")
+    observe.add_argument("--artifacts", type=Path, default=ROOT / "demo" / "artifact", help="any artifact")
+    observe.add_argument("--rounds", type=int, default=20, help="requests each way (default 20)")
+    observe.set_defaults(run=cost_of_measuring)
     report = commands.add_parser("report", help="figures and summary.md from the results")
     report.add_argument("--results", type=Path, default=BenchConfig().results)
     report.set_defaults(run=write_report)
@@ -338,6 +343,17 @@ def voice_library(args: argparse.Namespace) -> int:
     if args.runs < 1:
         return fail("bench", "--runs must be at least 1")
     print(voices.run(args.code.resolve(), args.artifacts.resolve(), args.runs).render())
+    return 0
+
+
+def cost_of_measuring(args: argparse.Namespace) -> int:
+    from bench import observe
+
+    if not (args.artifacts / "manifest.json").exists():
+        return fail("bench", f"no artifact at {args.artifacts} (make demo builds one)")
+    if args.rounds < 1:
+        return fail("bench", "--rounds must be at least 1")
+    print(observe.run(args.artifacts.resolve(), args.rounds).render())
     return 0
 
 

@@ -11,6 +11,8 @@ The packages, from the ground up; each imports only those above it in this list:
   aws/        one cached boto3 client per service, and S3 storage
   voices/     who speaks: OpenAI's voice names, and the library of saved voices
   instance/   what one process holds: its settings, its one model, the artifact it loads, its startup record
+  observe/    what an operator sees: each request's tally, the Prometheus metrics, Lambda's embedded
+              metrics (EMF), the log lines
   service/    the one way through the service: wire schemas, the synthesis every edge calls, deadlines
   jobs/       long texts in S3 across invocations: the job store, the worker, the queue, SQS batches,
               the job routes

@@ -22,19 +22,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import suppress
 
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from function.api.error_replies import error_reply
+from function.api.route_templates import flattened
 from function.api.watchdog import Watchdog
 from function.core.errors import Busy
 from function.core.tenant import DEFAULT_TENANT
 from function.cosyvoice.graphs import available_cpus
 from function.http.context import SYNTHESIS, caller_of
 from function.instance.settings import Settings, get_settings
+from function.observe.metrics import REQUESTS_WAITING, SLOTS_BUSY
 from function.service.deadlines import RECEIVED
 
 # Whole seconds (RFC 9110). A refusal is cheap, and behind a load balancer the retry may meet another pod.
@@ -139,23 +141,14 @@ _admission: Admission | None = None
 
 
 def get_admission() -> Admission:
-    """The process's admission, sized from its settings on first use."""
+    """The process's admission, sized from its settings on first use; its counts are the gauges
+    cosyvoice_slots_busy and cosyvoice_requests_waiting, read when the metrics are."""
     global _admission
     if _admission is None:
-        _admission = Admission.from_settings(get_settings())
+        admission = _admission = Admission.from_settings(get_settings())
+        SLOTS_BUSY.set_function(lambda: admission.in_flight)
+        REQUESTS_WAITING.set_function(lambda: admission.queued)
     return _admission
-
-
-def _flattened(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:
-    """Every route, those of included routers too: FastAPI keeps an included router as one route object
-    holding the router (`original_router`), whose routes carry their own tags. Included without a
-    prefix here, so their paths match as they stand."""
-    for route in routes:
-        included = getattr(route, "original_router", None)
-        if included is not None:
-            yield from _flattened(included.routes)
-        else:
-            yield route
 
 
 class Admit:
@@ -169,7 +162,7 @@ class Admit:
     def admits(self, scope: Scope) -> bool:
         return any(
             SYNTHESIS in getattr(route, "tags", ()) and route.matches(scope)[0] is Match.FULL
-            for route in _flattened(self.routes)
+            for route in flattened(self.routes)
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -15,14 +15,16 @@ With COSYVOICE_API_KEYS set, every route but the probes and the docs needs a key
 key, SigV4 pair (function.polly.sigv4) or API Gateway identity (function.api.gateway) names the tenant the
 request acts for, and a route sees only that tenant's jobs, voices, lexicons and tasks.
 
-The middleware, outermost first: request ids and the request's log line (function.api.request_ids); the
-header limit and the last-resort 500 (Guard); who calls (RequireKey, or RequireSignature under /polly,
-which reads and checks the body too); admission control (function.api.admission); the body limit
-(ReadBody). So a synthesis slot is only ever held by a caller whose credentials were checked, and under
-/polly only once its whole signed body has arrived.
+GET /metrics is Prometheus' (function.observe.metrics), open like the probes.
 
-Every error leaves as {"error": {"code", "message"}} with a 4xx status for the client's mistakes and a
-bare 500 for ours (the traceback goes to the log, never into the response).
+The middleware, outermost first: request ids, the request's log line and metrics
+(function.api.request_ids); the header limit and the last-resort 500 (Guard); who calls (RequireKey, or
+RequireSignature under /polly, which reads and checks the body too); admission control
+(function.api.admission); the body limit (ReadBody). So a synthesis slot is only ever held by a caller
+whose credentials were checked, and under /polly only once its whole signed body has arrived.
+
+Every error leaves as {"error": {"code", "message", "request_id"}} with a 4xx status for the client's
+mistakes and a bare 500 for ours (the traceback goes to the log, never into the response).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -257,6 +260,14 @@ def create_app() -> FastAPI:
             return _error(503, "saturated", admission.describe())
         return {"status": "ready", **admission.counts(), "phases_ms": STARTUP.milliseconds()}
 
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        """Prometheus' exposition of function.observe.metrics, open like the probes; 404 when
+        COSYVOICE_METRICS=off."""
+        if not get_settings().metrics:
+            return _error(404, "not_found", "metrics are off (COSYVOICE_METRICS=off)")
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
     # Error handlers are async too: a plain def would wait for a thread of the busy synthesis pool.
     @app.exception_handler(TTSError)
     async def tts_error(_: Request, exc: TTSError) -> JSONResponse:
@@ -283,7 +294,7 @@ def create_app() -> FastAPI:
     app.add_middleware(RequireSignature)  # no valid signature and body, no slot
     app.add_middleware(RequireKey)  # no key, no slot
     app.add_middleware(Guard)
-    app.add_middleware(RequestIds)
+    app.add_middleware(RequestIds, routes=app.routes)
     return app
 
 

@@ -1,12 +1,12 @@
 """Who calls the HTTP API (every route but Polly's, which function.polly.sigv4 identifies by signature).
 
-Under `serve`, when COSYVOICE_API_KEYS or COSYVOICE_API_KEYS_FILE name any, every route but the probes and
-the OpenAPI docs needs one, as `Authorization: Bearer <key>` (what the OpenAI SDK sends as its api_key) or
-`X-API-Key: <key>`, and the request acts for the key's tenant (`TENANT=KEY`; a bare key is the tenant
-`default`'s). The check sits in the ASGI layer, before admission control: a request without a valid key is
-answered 401 `unauthorized` with `WWW-Authenticate: Bearer` before its body is read or a synthesis slot is
-taken. Keys are compared in constant time, each of them every time, so neither the key nor which key
-matched shows in the timing.
+Under `serve`, when COSYVOICE_API_KEYS or COSYVOICE_API_KEYS_FILE name any, every route but the probes,
+/metrics and the OpenAPI docs needs one, as `Authorization: Bearer <key>` (what the OpenAI SDK sends as
+its api_key) or `X-API-Key: <key>`, and the request acts for the key's tenant (`TENANT=KEY`; a bare key
+is the tenant `default`'s). The check sits in the ASGI layer, before admission control: a request without
+a valid key is answered 401 `unauthorized` with `WWW-Authenticate: Bearer` before its body is read or a
+synthesis slot is taken. Keys are compared in constant time, each of them every time, so neither the key
+nor which key matched shows in the timing.
 
 Inside Lambda IAM or the JWT authoriser guards the API, and without keys the caller is the identity API
 Gateway vouched for (function.api.gateway). The caller goes on the scope for the routes
@@ -29,8 +29,10 @@ from function.http.context import set_caller
 from function.instance.settings import get_settings
 from function.polly.errors import is_polly_path
 
-# Open whatever the keys: the orchestrator's probes, and the API's own description.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+# Open whatever the keys: the orchestrator's probes and Prometheus' scrape, and the API's own description.
+OPEN_PATHS = frozenset(
+    {"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 

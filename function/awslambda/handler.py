@@ -44,6 +44,8 @@ from function.instance.settings import get_settings
 from function.instance.startup import STARTUP
 from function.jobs.batch import handle_sqs
 from function.jobs.sweep import sweep
+from function.observe.embedded import embed_metrics
+from function.observe.tally import Tally, tallying
 
 if TYPE_CHECKING:
     from mangum import Mangum
@@ -60,6 +62,7 @@ def _http_adapter() -> Mangum:
 
 
 _settings = get_settings()
+embed_metrics()  # each request's and job message's line carries its metrics (function.observe.embedded)
 # The web stack is slow to import (`python -X importtime -c "import function.api.app"`, FastAPI most of
 # it). An on-demand INIT is on a caller's clock and direct or SQS events never need it, so there it loads
 # with the first HTTP event; a snapshot or a provisioned environment loads it now, while nobody waits.
@@ -102,7 +105,8 @@ def lambda_handler(event: Any, context: Any) -> Any:
     if kind == "sqs":
         return handle_sqs(event, context)
     if kind == "direct":
-        return direct_invoke(event, _settings, context)
+        with tallying(Tally()):  # measured apart: not counted with the environment's next SQS record
+            return direct_invoke(event, _settings, context)
     if kind == "sweep":
         return sweep(_settings).to_dict()
     raise UnsupportedEvent.of(event)

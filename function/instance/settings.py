@@ -84,6 +84,13 @@ COSYVOICE_SIGV4_KEYS_FILE       a file of such pairs, one a line (a mounted secr
                                 pairs join COSYVOICE_SIGV4_KEYS'
 COSYVOICE_POLLY_VOICES          Polly voice names → built-in speakers, "Joanna=中文女,Brian=英文男": changes
                                 or adds entries of function.polly.voices.DEFAULT_POLLY_VOICES; default ""
+COSYVOICE_METRICS               on or off: Prometheus metrics (`serve`'s /metrics, the worker's port) and
+                                Lambda's embedded metrics (function.observe); default on
+COSYVOICE_METRICS_PORT          the port a queue worker (`python -m function worker`) serves /metrics on
+                                (also --metrics-port); default none: no metrics server
+COSYVOICE_METRICS_NAMESPACE     the CloudWatch namespace of the embedded metrics; default "CosyVoice"
+COSYVOICE_LOG_FORMAT            json or text: the shape of each request's log line (a Lambda request's
+                                embedded metrics are a JSON line of their own with text); default json
 
 Tenants (function.core.tenant; docs/tenants.md): every credential names one, and sees only its own jobs,
 voices, lexicons and tasks.
@@ -101,6 +108,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from function.core.options import DEFAULT_MAX_TEXT_CHARS, MAX_FLOW_STEPS, MIN_FLOW_STEPS
@@ -121,6 +129,10 @@ DEFAULT_JOB_STALL_SECONDS = 900  # well over a part's synthesis: a job that move
 DEFAULT_JOB_MAX_REDRIVES = 3
 DEFAULT_STALL_SECONDS = 60  # a flow step of a long segment on a loaded instance takes seconds, not a minute
 RESPONSE_ENVELOPE = 16 * 1024  # room for the status, headers and JSON keys around the base64 body
+DEFAULT_METRICS_NAMESPACE = "CosyVoice"
+LOG_FORMATS = ("json", "text")
+MAX_PORT = 65535
+MAX_NAMESPACE_CHARS = 255  # CloudWatch's limit
 
 
 class SettingsError(ValueError):
@@ -172,6 +184,21 @@ class Settings:
     tenant_claim: str | None = None
     iam_tenants: Mapping[str, str] = field(default_factory=dict)
     tenant_max_concurrent: int | None = None  # None: no share of its own
+    # Observability (function.observe): metrics at all, the worker's metrics port (None: no server), the
+    # embedded metrics' CloudWatch namespace, the request log line's shape
+    metrics: bool = True
+    metrics_port: int | None = None
+    metrics_namespace: str = DEFAULT_METRICS_NAMESPACE
+    log_format: str = "json"
+
+    @cached_property
+    def named_tenants(self) -> frozenset[str]:
+        """The tenants the credentials name (and `default`): the values a metric's tenant label takes,
+        so its cardinality is the deployment's configuration, never its callers'."""
+        return frozenset(
+            {DEFAULT_TENANT, *self.api_keys.values(), *self.iam_tenants.values()}
+            | {key.tenant for key in self.sigv4_keys.values()}
+        )
 
     def fits_response(self, audio_bytes: int) -> bool:
         """Whether audio of this size fits a synchronous response once base64-encoded (4 bytes per 3)."""
@@ -236,6 +263,10 @@ class Settings:
             tenant_claim=env.get("COSYVOICE_TENANT_CLAIM", "").strip() or None,
             iam_tenants=_iam_tenants(env),
             tenant_max_concurrent=_optional_int(env, "COSYVOICE_TENANT_MAX_CONCURRENT", 1),
+            metrics=_bool(env, "COSYVOICE_METRICS", True),
+            metrics_port=_port(env, "COSYVOICE_METRICS_PORT"),
+            metrics_namespace=_namespace(env),
+            log_format=_choice(env, "COSYVOICE_LOG_FORMAT", LOG_FORMATS),
         )
 
 
@@ -321,6 +352,32 @@ def _iam_tenants(env: Mapping[str, str]) -> dict[str, str]:
     return tenants
 
 
+def _port(env: Mapping[str, str], name: str) -> int | None:
+    port = _optional_int(env, name, 1)
+    if port is not None and port > MAX_PORT:
+        raise SettingsError(f"{name}={port} is not a TCP port (1-{MAX_PORT})")
+    return port
+
+
+def _namespace(env: Mapping[str, str]) -> str:
+    """A CloudWatch namespace: 1-255 ASCII characters, none of them a colon, not starting with 'AWS/'."""
+    name = env.get("COSYVOICE_METRICS_NAMESPACE", "").strip() or DEFAULT_METRICS_NAMESPACE
+    if len(name) > MAX_NAMESPACE_CHARS or not name.isascii() or ":" in name or name.startswith("AWS/"):
+        raise SettingsError(
+            f"COSYVOICE_METRICS_NAMESPACE={name!r} is not a CloudWatch namespace (1-{MAX_NAMESPACE_CHARS}"
+            " ASCII characters, no ':', not under 'AWS/')"
+        )
+    return name
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (the first by default)."""
+    raw = env.get(name, "").strip().lower() or choices[0]
+    if raw not in choices:
+        raise SettingsError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw
+
+
 def _int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
     value = _optional_int(env, name, minimum)
     return default if value is None else value
@@ -367,4 +424,12 @@ def use_settings(settings: Settings) -> None:
     _settings = settings
 
 
-__all__ = ["LAMBDA_PAYLOAD_LIMIT", "Settings", "SettingsError", "SigV4Key", "get_settings", "use_settings"]
+__all__ = [
+    "LAMBDA_PAYLOAD_LIMIT",
+    "MAX_PORT",
+    "Settings",
+    "SettingsError",
+    "SigV4Key",
+    "get_settings",
+    "use_settings",
+]

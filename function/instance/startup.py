@@ -20,8 +20,9 @@ runtime_import and ready, and handler_init / load_wait do not occur. Under SnapS
 the before-snapshot hook on the main thread and ready is recorded again after it; after a restore:
   restore           the after-restore hooks (reseeding, fresh clients)
 
-The record goes out as one JSON line on stdout that is also a CloudWatch embedded-metric (EMF) document,
-so Lambda turns it into metrics without an agent or an API call.
+The record goes out as one JSON line on stdout that is also a CloudWatch embedded-metric (EMF) document
+(function.core.emf) in COSYVOICE_METRICS_NAMESPACE, so Lambda turns it into metrics without an agent or
+an API call.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-METRIC_NAMESPACE = "CosyVoice"
+from function.core.emf import MILLISECONDS, emf_document
+from function.instance.settings import get_settings
 
 
 def _process_age() -> float | None:
@@ -89,26 +91,15 @@ class StartupRecord:
     def emit(self, event: str, **context: Any) -> None:
         """One line: a structured log record and an EMF document (metrics named startup.<phase>)."""
         phases = self.milliseconds()
-        line = {
-            "_aws": {
-                "Timestamp": int(time.time() * 1000),
-                "CloudWatchMetrics": [
-                    {
-                        "Namespace": METRIC_NAMESPACE,
-                        "Dimensions": [["Event"]],
-                        "Metrics": [{"Name": f"startup.{name}", "Unit": "Milliseconds"} for name in phases],
-                    }
-                ],
-            },
-            "Event": event,
-            **{f"startup.{name}": value for name, value in phases.items()},
-            "phases_ms": phases,
-            "concurrent": list(self.concurrent),
-            **context,
-        }
+        line = emf_document(
+            get_settings().metrics_namespace,
+            {"Event": event},
+            {f"startup.{name}": (value, MILLISECONDS) for name, value in phases.items()},
+            {"phases_ms": phases, "concurrent": list(self.concurrent), **context},
+        )
         print(json.dumps(line), file=sys.stdout, flush=True)
 
 
 STARTUP = StartupRecord()  # the process's one record
 
-__all__ = ["METRIC_NAMESPACE", "STARTUP", "StartupRecord"]
+__all__ = ["STARTUP", "StartupRecord"]

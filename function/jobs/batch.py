@@ -63,6 +63,7 @@ from function.instance.settings import Settings, get_settings
 from function.jobs import queue, store, worker
 from function.jobs.store import Job
 from function.jobs.worker import Outcome
+from function.observe.jobs import message_done
 from function.service.deadlines import invocation_deadline
 from function.service.schema import JOB_ID_PATTERN, JobMessage, SpeechJob, parse
 
@@ -125,6 +126,8 @@ def handle_record(
             outcome |= {"job": job.id, "status": result.value, "key": job.key}
     except TTSError as exc:
         outcome |= {"code": exc.code, "message": exc.message}
+        if isinstance(exc, worker.JobFailed):
+            outcome["failed_job"] = True  # this message failed its job (function.observe.jobs counts it)
         if 400 <= exc.status < 500:  # client errors are permanent: retrying cannot help
             outcome |= _dead_letter(record, exc, message_id, settings)
         else:
@@ -141,7 +144,7 @@ def handle_record(
     delay = _handed_back_after(outcome["status"], settings)
     if delay is not None and "receiptHandle" in record:
         queue.hand_back(record["receiptHandle"], delay, settings)
-    print(json.dumps(outcome, ensure_ascii=False), flush=True)
+    message_done(record, outcome)  # the batch_record line, and the message's metrics
     return delay is None
 
 

@@ -37,6 +37,7 @@ from function.instance.settings import Settings
 from function.jobs import notify, queue, store
 from function.jobs.plan import Contract
 from function.jobs.store import DONE, FAILED, Job, JobNotFound, JobStatus
+from function.observe.jobs import redriven
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ def sweep(settings: Settings, clock: Callable[[], float] = time.time) -> Swept:
         except TTSError as exc:  # one job's storage fault must not stop the pass
             logger.warning("cannot sweep job %s/%s: %s", tenant, job_id, exc.message)
     print(json.dumps(found.to_dict()), flush=True)
+    redriven(len(found.redriven), len(found.failed))
     return found
 
 

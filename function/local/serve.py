@@ -7,7 +7,8 @@ not size-capped here, and `stream: true` is sent chunked.
 SIGTERM drains (function.local.drain): no new connections, up to COSYVOICE_DRAIN_SECONDS for the requests
 already accepted (running, or queued by function.api.admission) to finish, then exit 0; by then the
 process has exited whatever a request is doing. A synthesis that makes no progress for
-COSYVOICE_STALL_SECONDS is failed by the watchdog (function.api.watchdog), which /healthz reports.
+COSYVOICE_STALL_SECONDS is failed by the watchdog (function.api.watchdog), which /healthz reports. GET
+/metrics is Prometheus' (function.observe), on the same port.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ def main(args: argparse.Namespace) -> int:
     from function.api.app import app
     from function.api.watchdog import Watchdog
     from function.local.drain import DrainingServer
+    from function.observe.lines import write_behind
 
     get_engine()
     STARTUP.emit("init")
+    write_behind()  # no request waits on stdout for its log line
     settings = get_settings()
     admission = get_admission()
     admission.watchdog = Watchdog(settings.stall_seconds)

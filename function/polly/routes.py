@@ -51,6 +51,7 @@ from function.instance.library import voice_library
 from function.instance.model import get_engine
 from function.instance.settings import get_settings
 from function.markup.marks import marks_jsonl
+from function.observe.tally import current
 from function.polly import lexicons, tasks
 from function.polly.custom_voices import (
     CUSTOM_VOICE_PREFIX,
@@ -113,6 +114,7 @@ def polly_router(synthesis_for: SynthesisFor) -> APIRouter:
         named = lexicons.named(caller.tenant, body.LexiconNames)
         polly = body.translated(speaker_of(body.VoiceId), named)
         synthesis = synthesis_for(polly.options, request, polly.marks)
+        current().characters = polly.characters  # Polly's count: before a lexicon's aliases
         headers = {**synthesis.headers, "x-amzn-RequestCharacters": str(polly.characters)}
         if polly.marks_only:
             synthesis.drain()

@@ -19,6 +19,9 @@ function.jobs.worker, function.cli.synth); no edge calls the engine, resolves a 
 size itself. An edge that stops reading before the end (a client that hung up) calls `close`, on its own
 thread, at once: the engine's threads are told to stop then, not whenever the garbage collector finds
 what the edge dropped.
+
+Each request is measured here, once for every edge (function.observe.tally): the characters it is billed,
+and for each run of the engine its audio, its time to first audio and its compute time.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from function.cosyvoice.engine import Engine
 from function.instance.library import voice_library
 from function.instance.model import get_engine
 from function.markup.marks import MarkCollector, drawn_to_first_audio
+from function.observe.tally import current, measured
 from function.voices.library import names_saved_voice
 
 PCM_BYTES_PER_SAMPLE = 2  # wav and pcm: s16 mono
@@ -144,6 +148,8 @@ def prepare(
     the edge's limits) refuses work up front that would not finish by it, and stops work that runs over;
     `mark_types`: the speech marks wanted (a script's: the options carry one when marks are asked for)."""
     options = options.validated(allowance.max_text_chars)  # before the engine is borrowed
+    tally = current()
+    tally.characters, tally.tenant = len(options.text), options.tenant  # a script's text is its spoken text
     engine = engine or get_engine()
     return Synthesis(engine, with_saved_voice(options, engine), allowance, deadline, mark_types)
 
@@ -170,6 +176,8 @@ class Synthesis:
         # Replaced by each run of the engine (`audio`); until then, nothing drawn and no marks.
         self._collector = MarkCollector((), self._mark_types, engine.sample_rate)
         self._speaking: Iterator[np.ndarray | SpeechMark] | None = None  # the engine's current run
+        self._tally = current()  # what the edge's unit of work measures
+        self._measuring: Iterator[np.ndarray] | None = None  # the current run's audio, measured
 
     @property
     def headers(self) -> dict[str, str]:
@@ -213,19 +221,21 @@ class Synthesis:
         utterance = self.utterance if only is None else self.utterance.part(only)
         self._speaking = self.engine.speak(utterance, deadline or self.deadline)
         self._collector = MarkCollector(self._speaking, self._mark_types, self.engine.sample_rate)
-        return self._collector.audio()
+        self._measuring = measured(self._collector.audio(), self._tally, self.engine.sample_rate)
+        return self._measuring
 
     def close(self) -> None:
         """Stop the engine's run where it is (its LLM thread is told to stop); nothing more is drawn.
         Idempotent, and a no-op once the run has ended. Not while another thread draws from it."""
-        if self._speaking is not None:
-            close = getattr(self._speaking, "close", None)
+        for run in (self._measuring, self._speaking):  # the measure first: it counts what was drawn
+            close = getattr(run, "close", None)
             if close is not None:
                 close()
 
     def pieces(self) -> Iterator[bytes]:
         """Encoded audio as it is made. Drawn up to the first audio now, so an error in the request
         (a 4xx) is raised here rather than cutting a stream that has started."""
+        self._tally.streamed = True
         return iter_encode(drawn_to_first_audio(self.audio()), self.output)
 
     def whole(self) -> bytes | Written:

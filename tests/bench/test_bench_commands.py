@@ -25,11 +25,11 @@ def test_every_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None
     usage = capsys.readouterr().out
     assert (
         "{coldstart,speed,memory,lambda,all,load,chunks,scaling,decode-batch,shared-decode,long-text,"
-        "fanout,soak,dropped-streams,voices,report,verify}" in usage
+        "fanout,soak,dropped-streams,voices,observe,report,verify}" in usage
     )
 
 
-@pytest.mark.parametrize("command", ["decode-batch", "shared-decode", "long-text"])
+@pytest.mark.parametrize("command", ["decode-batch", "shared-decode", "long-text", "observe"])
 def test_a_decode_measurement_without_its_artifact_is_one_line(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

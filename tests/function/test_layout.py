@@ -23,6 +23,7 @@ LAYERS = (
     "aws",
     "voices",
     "instance",
+    "observe",
     "service",
     "http",
     "jobs",

@@ -314,8 +314,29 @@ def test_logs_are_retained_for_a_bounded_time_and_alarms_exist(rendering):
     assert groups and all(g["Properties"].get("RetentionInDays") for g in groups.values())
     (function,) = rendering.of_type("AWS::Lambda::Function").values()
     assert function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"] in groups
-    metrics = {a["Properties"]["MetricName"] for a in rendering.of_type("AWS::CloudWatch::Alarm").values()}
-    assert metrics == {"ApproximateNumberOfMessagesVisible", "Errors", "Throttles"}
+    metrics = {
+        name
+        for alarm in rendering.of_type("AWS::CloudWatch::Alarm").values()
+        for name in _alarm_metrics(alarm["Properties"])
+    }
+    assert metrics == {
+        "ApproximateNumberOfMessagesVisible",
+        "Errors",
+        "Throttles",
+        "2XXCount",  # the 5xx share: 5XX / (2XX + 4XX + 5XX)
+        "4XXCount",
+        "5XXCount",
+        "TimeToFirstAudio",
+        "JobsFailed",
+    }
+
+
+def _alarm_metrics(properties: dict[str, Any]) -> list[str]:
+    """The metrics an alarm reads: its one metric, or those of its metric math."""
+    if "MetricName" in properties:
+        return [properties["MetricName"]]
+    stats = [item["MetricStat"] for item in properties["Metrics"] if "MetricStat" in item]
+    return [stat["Metric"]["MetricName"] for stat in stats]
 
 
 def test_function_settings_read_every_variable_the_template_sets(rendering):

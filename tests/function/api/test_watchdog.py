@@ -21,6 +21,7 @@ from function.api import admission as admission_module
 from function.api.admission import SYNTHESIS, Admission, Admit
 from function.api.watchdog import Watchdog
 from function.core.progress import beat
+from function.instance import settings as settings_module
 from function.instance.settings import Settings
 
 STALL_SECONDS = 0.3
@@ -133,7 +134,8 @@ def test_healthz_fails_while_the_process_cannot_recover(monkeypatch: pytest.Monk
 
     limit = Admission(capacity=1, max_queued=0)
     monkeypatch.setattr(admission_module, "_admission", limit)
-    monkeypatch.setattr(app_module, "get_settings", lambda: Settings(artifact="unused"))  # for Guard
+    # for Guard, and the request's metrics and line (function.api.request_ids)
+    monkeypatch.setattr(settings_module, "_settings", Settings(artifact="unused"))
     monkeypatch.setattr(app_module, "loaded_engine", lambda: object())
 
     async def probe(path: str) -> httpx.Response:

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message
 from function.api import admission as admission_module
 from function.api.admission import RETRY_AFTER_SECONDS, SYNTHESIS, Admission, Admit
 from function.core.errors import Busy
+from function.instance import settings as settings_module
 from function.instance.settings import Settings
 from tests.function.support import SPEAKER, start_serving, stop, wait_until
 
@@ -201,7 +202,8 @@ def test_readiness_reports_loading_saturation_and_draining(monkeypatch: pytest.M
 
     limit = Admission(capacity=1, max_queued=0)
     monkeypatch.setattr(admission_module, "_admission", limit)
-    monkeypatch.setattr(app_module, "get_settings", lambda: Settings(artifact="unused"))  # for Guard
+    # for Guard, and the request's metrics and line (function.api.request_ids)
+    monkeypatch.setattr(settings_module, "_settings", Settings(artifact="unused"))
 
     async def readyz() -> httpx.Response:
         transport = httpx.ASGITransport(app=app_module.app)
@@ -320,7 +322,8 @@ def test_a_saturated_server_answers_probes_and_refuses_the_excess_unread(
     # liveness said ok throughout, while the slot was taken and the queue full.
     assert all(health.json() == {"status": "ok"} for health, _ in load.rounds)
     readiness = [ready.json() for _, ready in load.rounds]
-    assert {"error": {"code": "saturated", "message": ANY}} in readiness  # while the queue was full
+    saturated = {"error": {"code": "saturated", "message": ANY, "request_id": ANY}}
+    assert saturated in readiness  # while the queue was full
     # The rounds that count are those whose /readyz saw the slot taken: `saturated`, or in_flight 1. A
     # server whose synthesis blocked its event loop would answer none of them.
     busy = [body for body in readiness if body.get("in_flight") == 1 or "error" in body]
