@@ -81,7 +81,7 @@ def sweep(settings: Settings, clock: Callable[[], float] = time.time) -> Swept:
         except TTSError as exc:  # one job's storage fault must not stop the pass
             logger.warning("cannot sweep job %s/%s: %s", tenant, job_id, exc.message)
     print(json.dumps(found.to_dict()), flush=True)
-    redriven(len(found.redriven), len(found.failed))
+    redriven(settings, len(found.redriven), len(found.failed))
     return found
 
 

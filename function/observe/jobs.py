@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from function.core.emf import COUNT
+from function.instance.settings import Settings
 from function.observe import embedded, metrics, tally
 
 JOB, JOB_PART = "Job", "JobPart"
@@ -52,9 +53,10 @@ def message_done(record: Mapping[str, Any], line: dict[str, Any]) -> None:
     embedded.write(line, operation, counts)
 
 
-def redriven(jobs: int, failed: int) -> None:
-    """A sweep sent `jobs` stalled jobs' messages again, and failed `failed` that never moved."""
-    if metrics.enabled():
+def redriven(settings: Settings, jobs: int, failed: int) -> None:
+    """A sweep sent `jobs` stalled jobs' messages again, and failed `failed` that never moved (counted
+    when `settings` keep metrics: a sweep may run where no other setting is read)."""
+    if settings.metrics:
         metrics.JOB_REDRIVES.inc(jobs)
         metrics.JOBS_FINISHED.labels("failed").inc(failed)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,20 @@ def reference(moto_endpoint: str, artifact_location: str, tmp_path_factory: pyte
         deployment.stop()
 
 
+@pytest.fixture
+def deploy(moto_endpoint: str, artifact_location: str, tmp_path: Path) -> Iterator[Callable[..., Deployment]]:
+    """Deployments of the test's own, their workers stopped however the test ends."""
+    made: list[Deployment] = []
+
+    def make(**settings: str) -> Deployment:
+        made.append(Deployment(moto_endpoint, tmp_path, artifact_location, **settings))
+        return made[-1]
+
+    yield make
+    for deployment in made:
+        deployment.stop()
+
+
 def planned_and_begun(deployment: Deployment) -> Any:
     """The job submitted to a first worker of window 1, once it has planned the job and written a part."""
     first = deployment.start_worker(COSYVOICE_JOB_PARALLEL="1")
@@ -70,10 +85,10 @@ def ends_done(deployment: Deployment, reference: bytes) -> dict[str, Any]:
 
 
 def test_two_windows_on_one_queue_send_every_part(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+    deploy: Callable[..., Deployment], reference: bytes
 ) -> None:
     """The plan's window is the job's: a worker of window 1 plans it, one of window 3 finishes it."""
-    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
+    deployment = deploy(**PARTS)
     first = planned_and_begun(deployment)
     deployment.start_worker(COSYVOICE_JOB_PARALLEL="3")
     assert deployment.terminate(first) == 0
@@ -83,9 +98,9 @@ def test_two_windows_on_one_queue_send_every_part(
 
 
 def test_a_lost_part_message_is_sent_again_by_the_sweeper(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+    deploy: Callable[..., Deployment], reference: bytes
 ) -> None:
-    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS, **STALL)
+    deployment = deploy(**PARTS, **STALL)
     deployment.start_worker('drop:SendMessage:"part": 2', COSYVOICE_JOB_PARALLEL="1")
     deployment.submit("job", JOB)
     status = ends_done(deployment, reference)
@@ -94,12 +109,8 @@ def test_a_lost_part_message_is_sent_again_by_the_sweeper(
     assert redriven == [{"job": [2]}]  # once, and only the lost part
 
 
-def test_a_part_that_always_fails_fails_the_job_once_for_good(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path
-) -> None:
-    deployment = Deployment(
-        moto_endpoint, tmp_path, artifact_location, **PARTS, **STALL, COSYVOICE_JOB_MAX_RECEIVES="2"
-    )
+def test_a_part_that_always_fails_fails_the_job_once_for_good(deploy: Callable[..., Deployment]) -> None:
+    deployment = deploy(**PARTS, **STALL, COSYVOICE_JOB_MAX_RECEIVES="2")
     for _ in range(2):
         deployment.start_worker("fail-always:PutObject:parts/000002.pcm", COSYVOICE_JOB_PARALLEL="4")
     deployment.submit("job", JOB)
@@ -120,14 +131,11 @@ def test_a_part_that_always_fails_fails_the_job_once_for_good(
 
 
 def test_stopping_every_busy_worker_again_and_again_never_fails_the_job(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+    deploy: Callable[..., Deployment], reference: bytes
 ) -> None:
     """Scaling in: SIGTERM with no time to finish hands the part back uncounted, so even one attempt a
     part (COSYVOICE_JOB_MAX_RECEIVES=1) survives any number of stops."""
-    deployment = Deployment(
-        moto_endpoint,
-        tmp_path,
-        artifact_location,
+    deployment = deploy(
         **PARTS,
         COSYVOICE_JOB_MAX_RECEIVES="1",
         COSYVOICE_DRAIN_SECONDS="0",
@@ -144,9 +152,9 @@ def test_stopping_every_busy_worker_again_and_again_never_fails_the_job(
 
 
 def test_a_job_moved_to_a_worker_with_other_flow_steps_keeps_its_sound(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+    deploy: Callable[..., Deployment], reference: bytes
 ) -> None:
-    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS)
+    deployment = deploy(**PARTS)
     first = planned_and_begun(deployment)
     assert deployment.terminate(first) == 0  # a deploy: the part in hand is finished first
     deployment.start_worker(COSYVOICE_FLOW_STEPS="5", COSYVOICE_DECODE_BATCH="2")
@@ -154,13 +162,13 @@ def test_a_job_moved_to_a_worker_with_other_flow_steps_keeps_its_sound(
 
 
 def test_a_worker_serving_another_artifact_never_speaks_the_jobs_parts(
-    moto_endpoint: str, artifact_location: str, tmp_path: Path, reference: bytes
+    deploy: Callable[..., Deployment], reference: bytes, artifact_location: str, tmp_path: Path
 ) -> None:
     other = tmp_path / "other-artifact"
     shutil.copytree(artifact_location, other)
     manifest = other / "manifest.json"
     manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=1))  # another identity
-    deployment = Deployment(moto_endpoint, tmp_path, artifact_location, **PARTS, COSYVOICE_DRAIN_SECONDS="0")
+    deployment = deploy(**PARTS, COSYVOICE_DRAIN_SECONDS="0")
     first = planned_and_begun(deployment)
     assert deployment.terminate(first) == 0
     written = deployment.parts_written("job")
