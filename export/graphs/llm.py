@@ -6,8 +6,9 @@ tensors into weights.bin and stores tensors both graphs share (every decoder wei
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -57,10 +58,24 @@ def random_state_dict(config: LLMConfig, seed: int) -> dict[str, torch.Tensor]:
     return {key: value.detach().clone() for key, value in module.state_dict().items()}
 
 
+@contextlib.contextmanager
+def _on_meta_uninitialised() -> Iterator[None]:
+    """Modules built on the meta device, nn.init.normal_ left out: a meta tensor has no values to draw, the
+    checkpoint's replace them all, and normal_ on one (nn.Embedding's initialisation) goes through
+    torch._refs, whose first call imports torch._dynamo: ~1 s of CPU in every export for nothing."""
+    normal = torch.nn.init.normal_
+    torch.nn.init.normal_ = lambda tensor, *args, **kwargs: tensor  # type: ignore[assignment]
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        torch.nn.init.normal_ = normal
+
+
 def load_module(state_dict: Mapping[str, torch.Tensor], config: LLMConfig) -> TransformerLM:
     """Our module with the checkpoint's tensors; CheckpointMismatch names every key or shape that does
     not fit."""
-    with torch.device("meta"):
+    with _on_meta_uninitialised():
         module = TransformerLM(config)
     expected = {key: tuple(value.shape) for key, value in module.state_dict().items()}
     missing = sorted(set(expected) - set(state_dict))
