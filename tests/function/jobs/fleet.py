@@ -14,12 +14,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from function.core.options import MIN_FLOW_STEPS
 from tests.function.support import CLI, aws_env, clean_env, moto_client
 
 FAULTS = Path(__file__).with_name("job_faults.py")
 LEASE_SECONDS = 3  # a killed worker's part and message come back this soon
 WAIT_SECONDS = 300  # for a run to end: a generous bound on a loaded machine, never a measured figure
 FINAL = ("done", "failed")
+FLOW_STEPS = MIN_FLOW_STEPS
 
 
 class Deployment:
@@ -54,6 +56,9 @@ class Deployment:
             COSYVOICE_JOB_LEASE_SECONDS=str(LEASE_SECONDS),
             COSYVOICE_THREADS="1",
             COSYVOICE_WARMUP="0",
+            # The fewest flow steps: what these tests hold is how a job's parts move, which the steps do
+            # not change (a test that moves a job to other steps gives that worker its own).
+            COSYVOICE_FLOW_STEPS=str(FLOW_STEPS),
             **settings,
         )
         self.tmp_path = tmp_path
@@ -190,4 +195,4 @@ class Deployment:
         return found
 
 
-__all__ = ["FAULTS", "FINAL", "LEASE_SECONDS", "WAIT_SECONDS", "Deployment"]
+__all__ = ["FAULTS", "FINAL", "FLOW_STEPS", "LEASE_SECONDS", "WAIT_SECONDS", "Deployment"]
