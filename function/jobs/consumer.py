@@ -26,10 +26,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from function.core.deadline import REPLY_MARGIN_SECONDS, Deadline, Stopped
+from function.core.repeating import repeating
 from function.instance.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -143,33 +143,24 @@ def _sweep(settings: Settings) -> None:
         logger.exception("the job sweep failed")
 
 
-@contextlib.contextmanager
-def _kept_invisible(settings: Settings, receipt_handle: str) -> Iterator[None]:
+def _kept_invisible(settings: Settings, receipt_handle: str) -> contextlib.AbstractContextManager[None]:
     """While the block runs, renew the message's invisibility every third of the lease, so no other
     worker receives it however long its part takes."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from function.aws.clients import sqs_client
 
-    done = threading.Event()
     seconds = settings.job_lease_seconds
 
     def renew() -> None:
-        while not done.wait(seconds / 3):
-            try:
-                sqs_client().change_message_visibility(
-                    QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
-                )
-            except (BotoCoreError, ClientError) as exc:  # the part's lease still guards it
-                logger.warning("cannot keep message invisible: %s", exc)
+        try:
+            sqs_client().change_message_visibility(
+                QueueUrl=settings.job_queue_url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
+        except (BotoCoreError, ClientError) as exc:  # the part's lease still guards it
+            logger.warning("cannot keep message invisible: %s", exc)
 
-    thread = threading.Thread(target=renew, name="cosyvoice-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+    return repeating(seconds / 3, renew, "cosyvoice-heartbeat")
 
 
 __all__ = ["Stopping", "UntilStopped", "consume"]

@@ -30,7 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from function.core.errors import TTSError
 from function.instance.settings import Settings
@@ -53,14 +53,7 @@ class Swept:
     waiting: int = 0  # messages on the queue: nothing was re-driven while there were any
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "event": "job_sweep",
-            "swept": self.swept,
-            "looked_at": self.looked_at,
-            "redriven": self.redriven,
-            "failed": self.failed,
-            "waiting": self.waiting,
-        }
+        return {"event": "job_sweep", **asdict(self)}
 
 
 def sweep(settings: Settings, clock: Callable[[], float] = time.time) -> Swept:

@@ -47,17 +47,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING
 
 from function.audio.encode import to_pcm16
 from function.aws import s3
 from function.core.deadline import Deadline, DeadlineExceeded, Stopped
 from function.core.errors import InvalidRequest, TTSError
+from function.core.repeating import repeating
 from function.core.script import MARK_TYPES
 from function.cosyvoice.budget import OverBudget
 from function.jobs import join, notify, queue, store
@@ -321,7 +321,10 @@ def _speak_part(
     marks: list[tuple[int, SpeechMark]] = []
     samples = 0  # of this part so far: a mark's place is the samples before it
     try:
-        with _part_held(job, settings, deadline, leases):
+        # Renewed from a thread every third of the lease, so a segment longer than the lease never lets
+        # another worker take a part this one is still speaking.
+        renewing = partial(_renew, job, settings, deadline, leases)
+        with repeating(settings.job_lease_seconds / 3, renewing, "cosyvoice-part-lease"):
             for run in plan.decode_runs(index):
                 for chunk in synthesis.audio(run, work):
                     marks += [(samples, mark) for mark in synthesis.take_marks()]
@@ -423,32 +426,14 @@ def _check_fits(
         )
 
 
-@contextlib.contextmanager
-def _part_held(job: Job, settings: Settings, deadline: Deadline | None, leases: _Leases) -> Iterator[None]:
-    """While the block runs, renew the part's lease every third of its length from a thread of its own, so
-    a segment longer than the lease never lets another worker take a part this one is still speaking."""
-    done = threading.Event()
-
-    def renew() -> None:
-        while not done.wait(settings.job_lease_seconds / 3):
-            with contextlib.suppress(TTSError):  # the next renewal tries again; the lease still runs
-                _renew(job, settings, deadline, leases)
-
-    thread = threading.Thread(target=renew, name="cosyvoice-part-lease", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 def _renew(job: Job, settings: Settings, deadline: Deadline | None, leases: _Leases) -> None:
-    """Hold the part on, for the lease's length again."""
+    """Hold the part on, for the lease's length again (a failed renewal is tried again next time: the
+    lease still runs)."""
     assert leases.part is not None
     until = _lease_until(deadline, settings)
-    if store.take_part_lease(job, leases.part, until, leases.part_until) is not None:
-        leases.part_until = until
+    with contextlib.suppress(TTSError):
+        if store.take_part_lease(job, leases.part, until, leases.part_until) is not None:
+            leases.part_until = until
 
 
 def _give_up_part(job: Job, leases: _Leases, counted: bool = True) -> None:

@@ -99,15 +99,19 @@ def download(s3: Any, job: Job, tmp_path: Path) -> Path:
     return path
 
 
+def joined_within_bound(long_job: tuple[str, list[int]], fmt: str, s3: Any, tmp_path: Path) -> Path:
+    """The long job joined into `fmt` under PEAK_BOUND_BYTES of traced memory, downloaded."""
+    bucket, sizes = long_job
+    job = job_of(bucket, fmt)
+    peak = traced(job, sizes)
+    assert peak < PEAK_BOUND_BYTES, f"peak {peak / 2**20:.0f} MiB"
+    return download(s3, job, tmp_path)
+
+
 def test_an_hour_of_flac_is_joined_in_bounded_memory_and_is_the_parts_exactly(
     long_job: tuple[str, list[int]], s3: Any, tmp_path: Path
 ) -> None:
-    bucket, sizes = long_job
-    job = job_of(bucket, "flac")
-    peak = traced(job, sizes)
-    assert peak < PEAK_BOUND_BYTES, f"peak {peak / 2**20:.0f} MiB"
-
-    path = download(s3, job, tmp_path)
+    path = joined_within_bound(long_job, "flac", s3, tmp_path)
     with soundfile.SoundFile(path) as audio:
         assert (audio.samplerate, audio.frames) == (RATE, PARTS * PART_SECONDS * RATE)
         for index in range(PARTS):  # lossless: every sample is the parts' own
@@ -117,12 +121,7 @@ def test_an_hour_of_flac_is_joined_in_bounded_memory_and_is_the_parts_exactly(
 def test_an_hour_of_mp3_is_joined_in_bounded_memory_and_decodes_to_its_length(
     long_job: tuple[str, list[int]], s3: Any, tmp_path: Path
 ) -> None:
-    bucket, sizes = long_job
-    job = job_of(bucket, "mp3")
-    peak = traced(job, sizes)
-    assert peak < PEAK_BOUND_BYTES, f"peak {peak / 2**20:.0f} MiB"
-
-    path = download(s3, job, tmp_path)
+    path = joined_within_bound(long_job, "mp3", s3, tmp_path)
     with soundfile.SoundFile(path) as audio:
         assert audio.samplerate == RATE
         decoded = sum(block.shape[0] for block in audio.blocks(RATE * 60, dtype="int16"))
