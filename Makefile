@@ -42,11 +42,15 @@ demo: setup
 # engines, upstream models) are made once, and the long files start early. The lint runs beside them at a
 # lower priority, in the CPU time the workers leave while they wait on their servers and subprocesses (mypy
 # alone is ~18 s from a fresh clone); its output follows the tests'. Both must pass.
+# OpenMP's and OpenBLAS's own thread pools (torch in the parity tests, numpy) are held to one thread: their
+# threads spin after each call, and with a test worker on every CPU that spinning only takes the other
+# worker's CPU. onnxruntime's threads are the engine's own setting and stay as they are.
 TEST_WORKERS ?= auto
 test: setup
 	@lint_log=$$(mktemp); \
 	nice -n 10 $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) lint >$$lint_log 2>&1 & lint=$$!; \
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+	  $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$lint; linted=$$?; cat $$lint_log; rm -f $$lint_log; \
 	test $$linted -eq 0 || echo "make test: the lint failed (above)"; \
 	test $$tests -eq 0 -a $$linted -eq 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import gc
 import json
 import os
 import shutil
@@ -63,6 +64,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         first.setdefault(_file(item.nodeid), index)
     rank = {name: (-seconds.get(name, UNLISTED_SECONDS), index) for name, index in first.items()}
     items.sort(key=lambda item: rank[_file(item.nodeid)])  # stable: a file's tests keep their order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything collection loaded (torch, the upstream model code, hypothesis: millions of objects) is
+    moved out of the cyclic collector's reach, so its full collections walk only what the tests make."""
+    gc.freeze()
 
 
 _measured: collections.Counter[str] = collections.Counter()

@@ -11,12 +11,13 @@ messages, and while the queue is idle, it sweeps the deployment's jobs (function
 COSYVOICE_JOB_STALL_SECONDS / 2 have passed since its last pass; the sweeper's lease keeps that to one
 worker of the fleet at a time.
 
-SIGTERM (Kubernetes scaling in, `docker compose stop`): the worker takes no new message and finishes the
-part in hand if it can within COSYVOICE_DRAIN_SECONDS (the measured speed says up front whether it can).
-Otherwise, or once that time is up, the part stops at its next token and its message is sent again as a
-new one (the parts already written are kept; the part is spoken again from its start by whichever
-worker receives it, and the attempt does not count against the job), then the worker exits 0. Scaling
-is the platform's: KEDA's `aws-sqs-queue` trigger on the same queue (infra/k8s/workers).
+SIGTERM (Kubernetes scaling in, `docker compose stop`): the worker takes no new message (an idle one
+exits at once, mid-poll) and finishes the part in hand if it can within COSYVOICE_DRAIN_SECONDS (the
+measured speed says up front whether it can). Otherwise, or once that time is up, the part stops at its
+next token and its message is sent again as a new one (the parts already written are kept; the part is
+spoken again from its start by whichever worker receives it, and the attempt does not count against the
+job), then the worker exits 0. Scaling is the platform's: KEDA's `aws-sqs-queue` trigger on the same
+queue (infra/k8s/workers).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from function.core.deadline import REPLY_MARGIN_SECONDS, Deadline, Stopped
 from function.core.repeating import repeating
@@ -34,7 +36,8 @@ from function.instance.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute, and stops within this
+WAIT_SECONDS = 10  # the long poll: an idle worker asks SQS six times a minute
+STOP_CHECK_SECONDS = 0.2  # how soon an idle worker notices it was asked to stop
 
 
 class Stopping:
@@ -103,18 +106,12 @@ def consume(settings: Settings, stopping: Stopping) -> None:
             swept = time.monotonic()
             _sweep(settings)
         try:
-            received = sqs_client().receive_message(
-                QueueUrl=settings.job_queue_url,
-                MaxNumberOfMessages=1,
-                WaitTimeSeconds=min(WAIT_SECONDS, max(1, math.ceil(settings.job_stall_seconds / 2))),
-                VisibilityTimeout=settings.job_lease_seconds,
-                AttributeNames=["All"],
-            )
+            messages = _receive(settings, stopping)
         except (BotoCoreError, ClientError) as exc:
             logger.warning("cannot receive from the job queue: %s", exc)
             stopping.wait(WAIT_SECONDS)
             continue
-        for message in received.get("Messages", []):
+        for message in messages:
             record = {
                 "messageId": message["MessageId"],
                 "receiptHandle": message["ReceiptHandle"],
@@ -130,6 +127,42 @@ def consume(settings: Settings, stopping: Stopping) -> None:
                     )
                 except (BotoCoreError, ClientError) as exc:
                     logger.warning("cannot delete a finished message (it comes back, done): %s", exc)
+
+
+def _receive(settings: Settings, stopping: Stopping) -> list[dict[str, Any]]:
+    """One long poll for a message, given up the moment the worker is asked to stop: an idle worker exits
+    at once, not at the poll's end. The poll itself runs on a thread of its own, left behind on a stop; a
+    message SQS hands to it then stays invisible for its lease and comes back, as from a killed worker."""
+    from function.aws.clients import sqs_client
+
+    client = sqs_client()
+    answer: list[dict[str, Any] | BaseException] = []
+    answered = threading.Event()
+
+    def poll() -> None:
+        try:
+            answer.append(
+                client.receive_message(
+                    QueueUrl=settings.job_queue_url,
+                    MaxNumberOfMessages=1,
+                    WaitTimeSeconds=min(WAIT_SECONDS, max(1, math.ceil(settings.job_stall_seconds / 2))),
+                    VisibilityTimeout=settings.job_lease_seconds,
+                    AttributeNames=["All"],
+                )
+            )
+        except BaseException as exc:  # raised again on the consumer's thread
+            answer.append(exc)
+        finally:
+            answered.set()
+
+    threading.Thread(target=poll, name="cosyvoice-poll", daemon=True).start()
+    while not answered.wait(STOP_CHECK_SECONDS):
+        if stopping.is_set():
+            return []
+    (found,) = answer
+    if isinstance(found, BaseException):
+        raise found
+    return list(found.get("Messages", []))
 
 
 def _sweep(settings: Settings) -> None:

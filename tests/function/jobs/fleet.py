@@ -150,7 +150,7 @@ class Deployment:
         """Every message left on `queue`, received and deleted."""
         taken: list[dict[str, Any]] = []
         while messages := self.sqs.receive_message(
-            QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1, MessageAttributeNames=["All"]
+            QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=0, MessageAttributeNames=["All"]
         ).get("Messages", []):
             taken += messages
             for message in messages:
