@@ -40,7 +40,7 @@ SEGMENTS = 3
 LONG_TEXT = " ".join([SENTENCE] * SEGMENTS)
 SEGMENT_SECONDS = 20.0  # what a segment takes on the clock the worker's deadlines read (job_faults.py)
 FAULTS = Path(__file__).with_name("job_faults.py")
-SEED = 12
+SEED = 7  # a seed whose segments the tiny model ends early
 PCM = Output.of("pcm", 22050)  # parts and raw audio at the tiny model's rate
 
 

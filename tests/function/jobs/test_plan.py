@@ -14,6 +14,7 @@ import pytest
 
 from function.audio.encode import wav_header
 from function.core.formats import Output
+from function.core.options import MIN_FLOW_STEPS
 from function.jobs.plan import Contract, Plan, split
 
 SEGMENTS = [f"Sentence number {index} is about this long." for index in range(11)]
@@ -266,9 +267,11 @@ def test_a_job_is_the_same_whatever_its_part_size_at_any_decode_batch(
     audio = {}
     for part_seconds in (100_000, 1):
         asked.clear()
-        settings = Settings(artifact="unused", output_bucket=bucket, job_part_seconds=part_seconds)
-        request = SpeechJob(
-            id=f"parts-{part_seconds}", text=" ".join([sentence] * 5), speaker="英文女", seed=8
+        settings = Settings(
+            artifact="unused", output_bucket=bucket, job_part_seconds=part_seconds, flow_steps=MIN_FLOW_STEPS
+        )
+        request = SpeechJob(  # a seed whose segments the tiny model ends early
+            id=f"parts-{part_seconds}", text=" ".join([sentence] * 5), speaker="英文女", seed=7
         )
         job, _ = store.submit(request, settings)
         assert worker.run(job, engine, settings, None) is worker.Outcome.DONE  # no queue: part after part
