@@ -21,6 +21,7 @@ FAULTS = Path(__file__).with_name("job_faults.py")
 LEASE_SECONDS = 3  # a killed worker's part and message come back this soon
 WAIT_SECONDS = 300  # for a run to end: a generous bound on a loaded machine, never a measured figure
 FINAL = ("done", "failed")
+POLL_SECONDS = 0.25  # between looks at S3: each is a request the workers' moto_server also serves
 FLOW_STEPS = MIN_FLOW_STEPS
 
 
@@ -113,7 +114,7 @@ class Deployment:
             self.assert_alive()
             if time.monotonic() > deadline:
                 raise AssertionError(f"never {what}\n{self.logs()}")
-            time.sleep(0.1)
+            time.sleep(POLL_SECONDS)
 
     def wait_done(self, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Every status each job was seen in, until each is done or failed."""

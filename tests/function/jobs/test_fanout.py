@@ -55,6 +55,9 @@ def run(
             deployment.wait_for(lambda: deployment.parts_written("text") > 0, "wrote a part")
             deployment.terminate(started[0], signal.SIGKILL)
         seen = deployment.wait_done(list(JOBS))
+        # What the killed worker held comes back once its lease runs out, finds its job done and is
+        # acknowledged: the workers empty the queue before they are stopped.
+        deployment.wait_for(lambda: deployment.left_on_queue() == 0, "emptied the queue")
         results = {kind: deployment.result(kind) for kind in JOBS}
         exits = deployment.stop()
     finally:
