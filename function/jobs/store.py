@@ -387,19 +387,24 @@ def take_lease(
 def _rewrite(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> JobStatus:
     """Write change(current status) with If-Match, re-reading after each lost race, and return the
     status now in force: a final one is never changed, and a change that returns None declines."""
+    return _write(job, change)[0]
+
+
+def _write(job: Job, change: Callable[[JobStatus], JobStatus | None]) -> tuple[JobStatus, bool]:
+    """`_rewrite`, and whether this call's write is the status now in force."""
     key = _status_key(job)
     for _ in range(_WRITE_ATTEMPTS):
         found = s3.read(job.bucket, key)
         current = JobStatus(QUEUED) if found is None else JobStatus.from_dict(json.loads(found[0]))
         if found is not None and current.final:
-            return current
+            return current, False
         changed = change(current)
         if changed is None:
-            return current
+            return current, False
         new = replace(changed, updated_at=_now())
         body = json.dumps(new.to_dict(), ensure_ascii=False).encode()
         if s3.put(job.bucket, key, body, _JSON, etag=None if found is None else found[1]):
-            return new
+            return new, True
     raise s3.StorageError(f"the status of job {job.id!r} kept changing under this writer")
 
 
@@ -443,17 +448,21 @@ def fail(job: Job, error: dict[str, str], retriable: bool, held_until: float | N
     """Mark the job failed with `error`, giving up the join's lease if it is this worker's (held until
     `held_until`). True when this call failed it; False when it was final already (done, or failed by
     another worker: that worker tells the topic and dead-letters its message, so a job fails once)."""
-    failed_here = False
 
     def failed(current: JobStatus) -> JobStatus:
-        nonlocal failed_here
-        failed_here = True
         mine = held_until is not None and current.lease_until == held_until
         lease_until = None if mine else current.lease_until
         return replace(current, state=FAILED, error=error, retriable=retriable, lease_until=lease_until)
 
-    _rewrite(job, failed)
-    return failed_here
+    return _write(job, failed)[1]
+
+
+def finish(job: Job, **changes: Any) -> bool:
+    """Mark the job done with `changes` (its result and final progress), its lease given up. True when
+    this call made it done; False when it was final already: another worker that joined the same parts
+    (its lease ran out as it finished) or a failure got there first, and that worker tells the topic,
+    so a job ends once."""
+    return _write(job, lambda current: replace(current, state=DONE, lease_until=None, **changes))[1]
 
 
 def retry(job: Job) -> bool:

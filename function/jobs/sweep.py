@@ -16,7 +16,8 @@ COSYVOICE_JOB_STALL_SECONDS and nothing of it is held: then its messages are sen
 While the queue has messages waiting, nothing is re-driven: the workers have not reached them yet, and
 a job waiting its turn is not stuck. Each re-drive is counted in the job's status; the job fails, with
 that reason, on the re-drive after COSYVOICE_JOB_MAX_REDRIVES without progress. A final job found in
-the index leaves it; a failed one whose worker died before telling the topic is told now.
+the index leaves it: its worker died after writing its end and before telling the topic, which is told
+now.
 
 Who runs it: every queue worker between messages and while idle (function.jobs.consumer), and on Lambda
 a schedule (template.yaml's sweep event, every 5 minutes); `python -m function sweep` runs one pass.
@@ -81,11 +82,13 @@ def sweep(settings: Settings, clock: Callable[[], float] = time.time) -> Swept:
 def _sweep_job(job: Job, settings: Settings, now: float, found: Swept) -> None:
     current = store.status(job) or JobStatus(store.QUEUED, updated_at=job.created_at)  # never queued
     if current.final:
+        if now - current.updated() < settings.job_stall_seconds:
+            return  # the worker that ended it is telling the topic now
+        # It died before telling (and before taking the job out of the index): told now.
         if current.state == FAILED:
-            if now - current.updated() < settings.job_stall_seconds:
-                return  # the worker that failed it is telling the topic now
-            # It died before telling (and before taking the job out of the index): told now.
             notify.publish(job.id, FAILED, {"error": current.error, "retriable": current.retriable}, settings)
+        else:
+            notify.publish(job.id, DONE, current.result or {}, settings)
         store.mark_inactive(job)
         return
     if found.waiting or now - current.moved_at() < settings.job_stall_seconds or current.held(now):

@@ -10,9 +10,9 @@ invoke in a deployment that has none) the worker speaks every part in order itse
 A part is spoken whole within one invocation, refused up front when the measured speed says it would
 not fit (function.cosyvoice.budget), and written once with its speech marks (function.jobs.store). Each
 fresh take of a part's lease counts one attempt of that part; the worker that finds every part written
-joins them (function.jobs.join) under the job's lease, renewed as it goes, publishes the end
-(function.jobs.notify), then marks the job done. The outcome tells the caller what to do with its
-message:
+joins them (function.jobs.join) under the job's lease, renewed as it goes, marks the job done and, when
+its write is the one that did, publishes the end (function.jobs.notify). The outcome tells the caller
+what to do with its message:
 
     DONE       the audio is written now: ack
     EXISTED    it was written before (a duplicate delivery, a same-content resubmission): ack
@@ -375,15 +375,16 @@ def _join(
     if job.options().script is not None:  # before the audio, whose presence says the join is done
         join.join_marks(job, engine.sample_rate, ordered, job.request.speech_marks or MARK_TYPES)
     join.join_audio(job, output, ordered, renew)
-    _finish(job, engine, output, plan, settings, sizes)
-    return Outcome.DONE
+    return Outcome.DONE if _finish(job, engine, output, plan, settings, sizes) else Outcome.EXISTED
 
 
 def _finish(
     job: Job, engine: Engine, output: Output, plan: Plan, settings: Settings, sizes: dict[int, int]
-) -> None:
-    """The audio is written from parts of these byte `sizes`: tell the topic, mark the job done, then
-    take it out of the index of jobs that are not final."""
+) -> bool:
+    """The audio is written from parts of these byte `sizes`: mark the job done and, when this worker's
+    write made it so, tell the topic and take the job out of the index of jobs that are not final (a
+    worker that dies in between leaves it there, and the sweeper tells the topic). False when another
+    worker finished it first."""
     seconds = _audio_seconds(engine, list(sizes.values()))
     result = {
         "bucket": job.bucket,
@@ -395,10 +396,8 @@ def _finish(
     }
     if job.options().script is not None:
         result.update(marks_key=job.marks_key, captions_key=job.captions_key)
-    notify.publish(job.id, DONE, result, settings)
-    store.update_status(
+    finished = store.finish(
         job,
-        DONE,
         segments_done=plan.segments,
         segments_total=plan.segments,
         parts_done=len(plan.parts),
@@ -406,9 +405,11 @@ def _finish(
         audio_seconds=seconds,
         result=result,
         error=None,
-        lease_until=None,
     )
-    store.mark_inactive(job)
+    if finished:
+        notify.publish(job.id, DONE, result, settings)
+        store.mark_inactive(job)
+    return finished
 
 
 def _check_fits(

@@ -139,3 +139,32 @@ def test_a_schedule_event_is_a_sweep() -> None:
 
     assert event_kind({"action": "sweep"}) == "sweep"
     assert event_kind({"action": "other"}) is None
+
+
+def test_a_job_ends_once_and_a_worker_that_died_before_telling_is_told_for(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers finishing the same parts (the first one's lease ran out as it finished): the first
+    write of `done` wins and only its worker tells the topic; a failure after it changes nothing. A
+    worker that died between its write and telling leaves the job in the index, and the sweeper tells
+    the topic once the stall time has passed."""
+    from function.jobs import notify, store
+    from function.jobs.sweep import sweep
+
+    told: list[tuple[str, str, dict[str, Any]]] = []
+    monkeypatch.setattr(
+        notify, "publish", lambda job_id, status, details, _: told.append((job_id, status, details))
+    )
+    job = submitted(settings, "ended")
+    result = {"key": "tts/ended.wav"}
+    assert store.finish(job, result=result)
+    assert not store.finish(job, result={"key": "elsewhere"})
+    assert not store.fail(job, {"code": "storage_error", "message": "late"}, retriable=True, held_until=None)
+    status = store.status(job)
+    assert status is not None and status.state == "done" and status.result == result
+
+    assert sweep(settings).looked_at == 1 and told == []  # its worker may be telling the topic now
+    assert sweep(settings, clock=later(1)).looked_at == 1
+    assert told == [("ended", "done", result)]
+    assert store.active_jobs(settings.output_bucket, settings.output_prefix) == []
+    assert sweep(settings, clock=later(2)).looked_at == 0 and len(told) == 1
