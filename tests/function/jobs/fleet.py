@@ -107,14 +107,15 @@ class Deployment:
                 return True
         return False
 
-    def wait_for(self, check: Any, what: str) -> None:
-        """Until `check()` holds, while every worker the test did not stop is alive."""
+    def wait_for(self, check: Any, what: str, every: float = POLL_SECONDS) -> None:
+        """Until `check()` holds (looked at `every` seconds), while every worker the test did not stop is
+        alive."""
         deadline = time.monotonic() + WAIT_SECONDS
         while not check():
             self.assert_alive()
             if time.monotonic() > deadline:
                 raise AssertionError(f"never {what}\n{self.logs()}")
-            time.sleep(POLL_SECONDS)
+            time.sleep(every)
 
     def wait_done(self, job_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Every status each job was seen in, until each is done or failed."""

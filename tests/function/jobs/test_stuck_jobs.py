@@ -165,7 +165,7 @@ def test_stopping_every_busy_worker_again_and_again_never_fails_the_job(
     workers = [deployment.start_worker(), deployment.start_worker()]
     deployment.submit("job", LONG_JOB)
     for _ in range(3):
-        deployment.wait_for(lambda: deployment.leased("job"), "took a part")
+        deployment.wait_for(lambda: deployment.leased("job"), "took a part", every=0.05)  # stopped mid-part
         for worker in workers:
             assert deployment.terminate(worker) == 0
         workers = [deployment.start_worker(), deployment.start_worker()]
