@@ -92,12 +92,13 @@ def ends_done(deployment: Deployment, reference: bytes) -> dict[str, Any]:
     """The job done with the reference's audio, told once, nothing left on either queue."""
     status = deployment.wait_done(["job"])["job"][-1]
     assert status["status"] == "done", (status, deployment.logs())
+    # The worker that wrote `done` tells the topic, then acknowledges its message; duplicates a
+    # disturbance left (a first message sent again re-sends its window) find the job done and are
+    # acknowledged too: the workers empty the queue.
+    deployment.wait_for(lambda: deployment.left_on_queue() == 0, "emptied the queue")
     assert deployment.result("job")["audio"] == reference
     assert [end["status"] for end in deployment.ends_told()] == ["done"]
     assert deployment.drained(deployment.dead_letters) == []
-    # Duplicates a disturbance left (a first message sent again re-sends its window) find the job done
-    # and are acknowledged: the workers empty the queue.
-    deployment.wait_for(lambda: deployment.left_on_queue() == 0, "emptied the queue")
     assert deployment.status("job") == status  # and nothing they did changed the finished job
     exits = deployment.stop()
     assert [code for index, code in enumerate(exits) if index not in deployment.stopped] == [0] * (
