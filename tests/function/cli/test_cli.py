@@ -260,9 +260,9 @@ DEPLOYMENT = {"COSYVOICE_FLOW_STEPS": "5", "COSYVOICE_DECODE_BATCH": "2", "COSYV
 def test_synth_builds_its_engine_from_the_deployments_settings_as_serve_does(
     tiny_artifact: Path, tmp_path: Path
 ) -> None:
-    spoken = ["--speaker", SPEAKER, "--text", TWO_SEGMENTS, "--seed", "7"]
+    spoken = ["--speaker", SPEAKER, "--text", TWO_SEGMENTS, "--seed", "6"]  # a seed the tiny model ends early
     with serving(str(tiny_artifact), tmp_path / "server.log", **DEPLOYMENT) as url:
-        body = {"text": TWO_SEGMENTS, "speaker": SPEAKER, "seed": 7, "format": "wav"}
+        body = {"text": TWO_SEGMENTS, "speaker": SPEAKER, "seed": 6, "format": "wav"}
         served = httpx.post(f"{url}/v1/tts", json=body, timeout=300)
     assert served.status_code == 200, served.text
     assert served.headers["x-flow-steps"] == "5"
