@@ -135,6 +135,8 @@ def _receive(settings: Settings, stopping: Stopping) -> list[dict[str, Any]]:
     message SQS hands to it then stays invisible for its lease and comes back, as from a killed worker."""
     from function.aws.clients import sqs_client
 
+    if stopping.is_set():  # asked while it swept: no poll, so no message taken only to be left behind
+        return []
     client = sqs_client()
     answer: list[dict[str, Any] | BaseException] = []
     answered = threading.Event()

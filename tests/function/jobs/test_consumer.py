@@ -2,9 +2,10 @@
 the test holds open or answers.
 
 GIVEN a worker waiting in a long poll for a message
-WHEN it is asked to stop while SQS has not answered; SQS answers with a message; SQS refuses the receive
-THEN it gives the poll up at once and takes nothing; it returns the message; the error is raised on the
-worker's own thread.
+WHEN it is asked to stop while SQS has not answered, or before it polls; SQS answers with a message; SQS
+refuses the receive
+THEN it gives the poll up at once and takes nothing, or never polls; it returns the message; the error is
+raised on the worker's own thread.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def test_a_stop_gives_up_the_poll_at_once_and_takes_nothing(sqs: HeldPoll) -> No
     assert not worker.is_alive() and not sqs.release.is_set()  # it returned while SQS still held the poll
     assert taken == [[]]
     sqs.release.set()
+
+
+def test_a_worker_asked_to_stop_before_it_polls_asks_sqs_for_nothing(sqs: HeldPoll) -> None:
+    stopping = Stopping()
+    stopping.request()
+    assert consumer._receive(SETTINGS, stopping) == [] and sqs.polls == []
 
 
 def test_a_message_sqs_answers_with_is_returned(sqs: HeldPoll) -> None:
