@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+UV     := $(BIN)/uv pip install -q --python $(BIN)/python
 CACHE  := .cache
 DEMO   := demo
 WHISPER_SDIST := openai-whisper==20250625
@@ -13,14 +14,15 @@ export COSYVOICE_WHISPER_ASSETS := $(abspath $(ASSETS))
 
 setup: $(VENV)/.installed $(ASSETS)/multilingual.tiktoken
 
+# torch first, pinned, and by pip: pip's configuration here finds the CPU build on disk; anything else pulls
+# a CUDA build. Everything else by uv, which resolves the same versions as pip in a fraction of its time and
+# keeps the installed torch; it then compiles the whole venv's bytecode (torch's too) on every CPU at once.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: this machine has the CPU build on disk; anything else pulls a CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[function,export,test]'
+	$(BIN)/pip install -q --no-compile torch==2.13.0 uv
 	# The upstream reference for the parity tests; --no-deps keeps its GPU-leaning requirements out.
-	$(BIN)/pip install -q --no-deps cosyvoice-minicpmo==0.1.0
+	$(UV) --no-deps cosyvoice-minicpmo==0.1.0
+	$(UV) --compile-bytecode -e '.[function,export,test]'
 	touch $@
 
 $(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
@@ -45,11 +47,14 @@ demo: setup
 # OpenMP's and OpenBLAS's own thread pools (torch in the parity tests, numpy) are held to one thread: their
 # threads spin after each call, and with a test worker on every CPU that spinning only takes the other
 # worker's CPU. onnxruntime's threads are the engine's own setting and stay as they are.
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE): the tests start
+# about a hundred processes of the function, and without it each compiles every module it imports again,
+# as each test worker rewrites every test module's asserts again.
 TEST_WORKERS ?= auto
 test: setup
 	@lint_log=$$(mktemp); \
 	nice -n 10 $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) lint >$$lint_log 2>&1 & lint=$$!; \
-	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE= \
 	  $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder; tests=$$?; \
 	wait $$lint; linted=$$?; cat $$lint_log; rm -f $$lint_log; \
 	test $$linted -eq 0 || echo "make test: the lint failed (above)"; \
@@ -69,7 +74,7 @@ clean:
 FULL := $(CACHE)/full
 BENCH_ARTIFACTS := $(FULL)/artifact $(FULL)/artifact-int8 $(FULL)/artifact-int4
 bench: setup
-	$(BIN)/pip install -q -e '.[bench]'
+	$(UV) --compile-bytecode -e '.[bench]'
 	test -f $(FULL)/model/cosyvoice.yaml || $(BIN)/python -m export fake --size full $(FULL)/model
 	# fp32 and the speed table's quantised variants (LLM int8 or int4, the flow's MatMuls and the vocoder's
 	# convolutions int8) from one torch export, again when an artifact's format is not the runtime's. Their

@@ -39,16 +39,18 @@ def start(code: Path, artifact: Path, port: int, env: dict[str, str]) -> subproc
 
 
 def wait_ready(server: subprocess.Popen[bytes], url: str) -> None:
-    """Until /readyz answers 200; RuntimeError if the server exits first."""
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited with {server.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
+    """Until /readyz answers 200; RuntimeError if the server exits first. One client asks every time:
+    each new one would load the CA bundle again."""
+    with httpx.Client(timeout=5) as client:
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited with {server.returncode}")
+            try:
+                if client.get(f"{url}/readyz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
 
 
 def stop(

@@ -64,7 +64,7 @@ def test_requests_at_once_share_the_decode_only_above_one_row(tiny_artifact: Pat
 def test_a_long_text_replayed_speaks_as_long_as_decoded(tiny_artifact: Path) -> None:
     from bench.long_text import REPLAYED, TEXT, speak
 
-    text = TEXT[: TEXT.index(" By noon")]  # a few segments: a quicker test
+    text = TEXT[: TEXT.index(" Inside the library")]  # two segments: a quicker test
     decoded, replayed = (speak(tiny_artifact, rows, threads=1, text=text) for rows in (2, None))
     assert decoded["segments"] == replayed["segments"] >= 2 and replayed["rows"] == REPLAYED
     assert decoded["audio_s"] == replayed["audio_s"] > 0  # every segment draws its fixed token count

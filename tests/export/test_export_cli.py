@@ -132,8 +132,7 @@ def test_artifacts_from_one_run_equal_separate_exports(
     assert stdout.count("done in") == len(together)  # a summary per artifact
     single = tmp_path / "int4-single"
     quantised = ("--llm-weights", "int4", "--flow-weights", "int8", "--vocoder-weights", "int8")
-    result = run_cli("-m", "export", str(tiny_model_dir), str(single), *quantised, "--no-quality-report")
-    assert result.returncode == 0, result.stderr
+    assert main([str(tiny_model_dir), str(single), *quantised, "--no-quality-report"]) == 0  # in this process
     assert _manifest(together["fp32"]) == _manifest(tiny_artifact)
     assert _manifest(together["int4"]) == _manifest(single)
     assert _manifest(together["int4"])["weights"] != _manifest(together["fp32"])["weights"]

@@ -81,7 +81,8 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: httpx.get(f"{url}/moto-api/").status_code == 200, process, 60, log)
+        with httpx.Client() as client:
+            wait_until(lambda: client.get(f"{url}/moto-api/").status_code == 200, process, 60, log)
         yield url
     finally:
         stop(process)

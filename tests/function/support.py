@@ -4,6 +4,7 @@ runtime, SQS events. The fixtures built on them are in conftest.py beside this f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -88,7 +89,8 @@ def start_serving(artifact: str, log: Path, **env: str) -> tuple[subprocess.Pope
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: httpx.get(f"{url}/readyz", timeout=5).status_code == 200, process, 300, log)
+        with httpx.Client(timeout=5) as client:  # one client: each new one loads the CA bundle again
+            wait_until(lambda: client.get(f"{url}/readyz").status_code == 200, process, 300, log)
     except BaseException:
         stop(process)
         raise
@@ -117,8 +119,10 @@ def aws_env(endpoint: str) -> dict[str, str]:
     }
 
 
+@functools.cache
 def moto_client(service: str, endpoint: str) -> Any:
-    """A boto3 client of moto_server at `endpoint`, with the credentials of aws_env."""
+    """A boto3 client of moto_server at `endpoint`, with the credentials of aws_env: one per service and
+    endpoint, shared by the tests (making one reads botocore's service model again)."""
     import boto3
 
     return boto3.client(

@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 import soundfile
 
+import function.instance.model
+import function.instance.settings
+from function.__main__ import main as function_main
 from function.audio.encode import iter_encode
 from function.cli.synth import write_audio
 from function.core.formats import Output
@@ -169,8 +172,9 @@ def test_synth_formats_from_the_suffix_or_the_flag(
 NOT_AUDIO = "not-audio.wav"
 SHORT_PROMPT = "short.wav"
 
-BAD_COMMANDS: list[tuple[str, list[str], str]] = [
-    ("unknown speaker", ["--speaker", "nobody", "--text", TEXT], "known speakers: "),
+# Refused before the model loads (function.cli.synth.main checks the request, the output's directory and
+# the settings first): run in this process, which is the same code without an interpreter's start.
+BAD_REQUESTS: list[tuple[str, list[str], str]] = [
     ("empty text", ["--speaker", SPEAKER, "--text", "  "], "text is empty"),
     ("no text", ["--speaker", SPEAKER], "required: --text"),
     ("no voice", ["--text", TEXT], "speaker is required"),
@@ -201,8 +205,6 @@ BAD_COMMANDS: list[tuple[str, list[str], str]] = [
         ["--text", TEXT, "--prompt-wav", "missing.wav"],
         "No such file or directory: missing.wav",
     ),
-    ("prompt not audio", ["--text", TEXT, "--prompt-wav", NOT_AUDIO], "could not be decoded"),
-    ("prompt too short", ["--text", TEXT, "--prompt-wav", SHORT_PROMPT], "between 1 and 30 s"),
     (
         "no output directory",
         ["--speaker", SPEAKER, "--text", TEXT, "-o", "missing/out.wav"],
@@ -210,25 +212,76 @@ BAD_COMMANDS: list[tuple[str, list[str], str]] = [
     ),
 ]
 
+# Refused by the model itself (its speakers, the prompt's decoding): run as a user runs them.
+BAD_VOICES: list[tuple[str, list[str], str]] = [
+    ("unknown speaker", ["--speaker", "nobody", "--text", TEXT], "known speakers: "),
+    ("prompt not audio", ["--text", TEXT, "--prompt-wav", NOT_AUDIO], "could not be decoded"),
+    ("prompt too short", ["--text", TEXT, "--prompt-wav", SHORT_PROMPT], "between 1 and 30 s"),
+]
+
+
+def in_process(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *args: str | Path,
+    cwd: Path,
+    **settings: str,
+) -> subprocess.CompletedProcess[str]:
+    """As `cli`, in this process, for a command refused before it takes the deployment's settings and
+    builds an engine: doing either here (which would set this process's settings) fails the test."""
+    for name in [name for name in os.environ if name.startswith("COSYVOICE_")]:
+        if name != "COSYVOICE_WHISPER_ASSETS":
+            monkeypatch.delenv(name)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+
+    def no_engine(*args: object, **kwargs: object) -> None:
+        raise AssertionError("this command was meant to be refused before the model loads")
+
+    monkeypatch.setattr(function.instance.settings, "use_settings", no_engine)
+    monkeypatch.setattr(function.instance.model, "build_engine", no_engine)
+    try:
+        code = function_main([*map(str, args)])
+    except SystemExit as exit:  # argparse's own usage errors
+        code = int(exit.code or 0)
+    captured = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+
+def assert_refused_in_one_line(result: subprocess.CompletedProcess[str], message: str) -> None:
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("function: error: ")]
+    assert len(errors) == 1 and message in errors[0], result.stderr
+    assert result.stderr.splitlines()[-1] == errors[0]  # nothing after the error line
+
 
 @pytest.mark.parametrize(
-    ("args", "message"), [case[1:] for case in BAD_COMMANDS], ids=[c[0] for c in BAD_COMMANDS]
+    ("args", "message", "loads_the_model"),
+    [(*case[1:], False) for case in BAD_REQUESTS] + [(*case[1:], True) for case in BAD_VOICES],
+    ids=[case[0] for case in BAD_REQUESTS + BAD_VOICES],
 )
 def test_synth_errors_are_one_line_exit_2_and_leave_no_file(
-    tiny_artifact: Path, tmp_path: Path, args: list[str], message: str
+    tiny_artifact: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+    loads_the_model: bool,
 ) -> None:
     (tmp_path / NOT_AUDIO).write_text("just text")
     (tmp_path / SHORT_PROMPT).write_bytes(voiced_wav(0.5))
     existing = tmp_path / "out.wav"
     existing.write_bytes(b"the previous result")
     before = sorted(p.name for p in tmp_path.iterdir())
-    output = ["-o", "out.wav"] if "-o" not in args else []
-    result = cli("synth", "--artifacts", tiny_artifact, *output, *args, cwd=tmp_path)
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    errors = [line for line in result.stderr.splitlines() if line.startswith("function: error: ")]
-    assert len(errors) == 1 and message in errors[0], result.stderr
-    assert result.stderr.splitlines()[-1] == errors[0]  # nothing after the error line
+    command = ["synth", "--artifacts", tiny_artifact, *(["-o", "out.wav"] if "-o" not in args else []), *args]
+    if loads_the_model:
+        result = cli(*command, cwd=tmp_path)
+    else:
+        result = in_process(monkeypatch, capsys, *command, cwd=tmp_path)
+    assert_refused_in_one_line(result, message)
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing new, nothing half-written
     assert existing.read_bytes() == b"the previous result"
 
@@ -290,10 +343,28 @@ def test_synth_builds_its_engine_from_the_deployments_settings_as_serve_does(
     ],
 )
 def test_synth_refuses_bad_settings_in_one_line(
-    tiny_artifact: Path, tmp_path: Path, args: list[str], settings: dict[str, str], message: str
+    tiny_artifact: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    settings: dict[str, str],
+    message: str,
 ) -> None:
     output = tmp_path / "out.wav"
-    result = synth(tiny_artifact, output, "--speaker", SPEAKER, "--text", TEXT, *args, **settings)
+    command = [
+        "synth",
+        "--artifacts",
+        tiny_artifact,
+        "-o",
+        output,
+        "--speaker",
+        SPEAKER,
+        "--text",
+        TEXT,
+        *args,
+    ]
+    result = in_process(monkeypatch, capsys, *command, cwd=tmp_path, **settings)
     assert result.returncode == 2 and not output.exists()
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"function: error: {message}"), result.stderr

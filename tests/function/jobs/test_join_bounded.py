@@ -39,11 +39,12 @@ PEAK_BOUND_BYTES = 80 * 1024 * 1024
 
 def part_samples(index: int) -> np.ndarray:
     """Part `index`'s s16le samples, the same every time: a tone that moves from part to part under a
-    little noise, so that both encoders have work to do and write objects of several upload parts."""
-    t = np.arange(PART_SECONDS * RATE) / RATE
+    little noise, so that both encoders have work to do and write objects of several upload parts. One
+    second of it, repeated: the tone's whole cycles fit in a second."""
+    t = np.arange(RATE) / RATE
     tone = 0.4 * np.sin(2 * np.pi * (110 + 10 * index) * t)
-    noise = 0.02 * np.random.default_rng(index).standard_normal(t.shape[0])
-    return np.rint((tone + noise) * 32767).astype("<i2")
+    noise = 0.02 * np.random.default_rng(index).standard_normal(RATE)
+    return np.tile(np.rint((tone + noise) * 32767).astype("<i2"), PART_SECONDS)
 
 
 @pytest.fixture(scope="module")
