@@ -2,9 +2,11 @@
 instead of polling GET /v1/jobs/{id}.
 
 One message per job end: {"id", "status": "done", "bucket", "key", "format", "duration_seconds", …} or
-{"id", "status": "failed", "error": {"code", "message"}, "retriable"}. It is published before the status
-says the job ended, so a worker killed in between publishes again when its message comes back: a
-subscriber may see an end twice (SNS delivers at least once anyway) and never misses one.
+{"id", "status": "failed", "error": {"code", "message"}, "retriable"}. The worker whose status write ended
+the job publishes it, then takes the job out of the index of jobs still running; one killed in between
+leaves the job there, and the sweeper (function.jobs.sweep) publishes the stored end once the job's stall
+time has passed. A subscriber may see an end twice (SNS delivers at least once anyway) and never misses
+one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from function.aws.clients import sns_client
 from function.core.errors import TTSError
 from function.instance.settings import Settings
+from function.jobs.store import FAILED, JobStatus
 
 
 class NotifyError(TTSError):
@@ -22,6 +25,14 @@ class NotifyError(TTSError):
 
     code = "notify_error"
     status = 502
+
+
+def publish_end(job_id: str, ended: JobStatus, settings: Settings) -> None:
+    """Publish the end that a final status records: its result, or its error and whether it is retriable."""
+    if ended.state == FAILED:
+        publish(job_id, FAILED, {"error": ended.error, "retriable": ended.retriable}, settings)
+    else:
+        publish(job_id, ended.state, ended.result or {}, settings)
 
 
 def publish(job_id: str, status: str, details: dict[str, Any], settings: Settings) -> None:
@@ -41,4 +52,4 @@ def publish(job_id: str, status: str, details: dict[str, Any], settings: Setting
         raise NotifyError(f"cannot tell {settings.job_topic_arn} that job {job_id!r} ended: {exc}") from exc
 
 
-__all__ = ["NotifyError", "publish"]
+__all__ = ["NotifyError", "publish", "publish_end"]

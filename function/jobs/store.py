@@ -500,7 +500,8 @@ def redriven(job: Job, max_redrives: int, reason: str) -> JobStatus:
     def counted(current: JobStatus) -> JobStatus:
         if current.redrives >= max_redrives:
             message = f"{reason}; no progress after {current.redrives} re-drives"
-            return replace(current, state=FAILED, error={"code": "job_stalled", "message": message})
+            error = {"code": "job_stalled", "message": message}
+            return replace(current, state=FAILED, error=error, retriable=False)
         return replace(current, redrives=current.redrives + 1, progressed_at=time.time())
 
     return _rewrite(job, counted)

@@ -85,10 +85,7 @@ def _sweep_job(job: Job, settings: Settings, now: float, found: Swept) -> None:
         if now - current.updated() < settings.job_stall_seconds:
             return  # the worker that ended it is telling the topic now
         # It died before telling (and before taking the job out of the index): told now.
-        if current.state == FAILED:
-            notify.publish(job.id, FAILED, {"error": current.error, "retriable": current.retriable}, settings)
-        else:
-            notify.publish(job.id, DONE, current.result or {}, settings)
+        notify.publish_end(job.id, current, settings)
         store.mark_inactive(job)
         return
     if found.waiting or now - current.moved_at() < settings.job_stall_seconds or current.held(now):
@@ -100,7 +97,7 @@ def _sweep_job(job: Job, settings: Settings, now: float, found: Swept) -> None:
     counted = store.redriven(job, settings.job_max_redrives, reason)
     if counted.state == FAILED:
         found.failed.append(job.id)
-        notify.publish(job.id, FAILED, {"error": counted.error, "retriable": False}, settings)
+        notify.publish_end(job.id, counted, settings)
         store.mark_inactive(job)
         return
     if counted.state == DONE:
