@@ -134,6 +134,14 @@ def moto_client(service: str, endpoint: str) -> Any:
     )
 
 
+def messages_on(sqs: Any, queue: str) -> int:
+    """Messages on `queue`, visible, in flight or delayed: at once, where a receive would wait."""
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    names.append("ApproximateNumberOfMessagesDelayed")
+    found = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=names)["Attributes"]
+    return sum(int(found[name]) for name in names)
+
+
 def job_storage(endpoint: str) -> dict[str, str]:
     """A fresh bucket and queue on moto_server, as the environment of a function that takes jobs."""
     name = f"jobs-{uuid.uuid4().hex[:12]}"

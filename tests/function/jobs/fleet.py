@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from function.core.options import MIN_FLOW_STEPS
-from tests.function.support import CLI, aws_env, clean_env, moto_client
+from tests.function.support import CLI, aws_env, clean_env, messages_on, moto_client
 
 FAULTS = Path(__file__).with_name("job_faults.py")
 LEASE_SECONDS = 3  # a killed worker's part and message come back this soon
@@ -164,10 +164,7 @@ class Deployment:
 
     def left_on_queue(self) -> int:
         """Messages on the job queue, visible, in flight or delayed."""
-        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-        names.append("ApproximateNumberOfMessagesDelayed")
-        found = self.sqs.get_queue_attributes(QueueUrl=self.queue, AttributeNames=names)["Attributes"]
-        return sum(int(found[name]) for name in names)
+        return messages_on(self.sqs, self.queue)
 
     def stop(self) -> list[int | None]:
         """SIGTERM every live worker; their exit statuses."""
