@@ -48,10 +48,14 @@ def cli(*args: str | Path, cwd: Path, **settings: str) -> subprocess.CompletedPr
     )
 
 
+def synth_command(artifact: Path, output: Path, *args: str | Path) -> list[str | Path]:
+    return ["synth", "--artifacts", artifact, "-o", output, *args]
+
+
 def synth(
     artifact: Path, output: Path, *args: str | Path, **settings: str
 ) -> subprocess.CompletedProcess[str]:
-    return cli("synth", "--artifacts", artifact, "-o", output, *args, cwd=output.parent, **settings)
+    return cli(*synth_command(artifact, output, *args), cwd=output.parent, **settings)
 
 
 def voiced_wav(seconds: float, rate: int = 16000) -> bytes:
@@ -352,18 +356,7 @@ def test_synth_refuses_bad_settings_in_one_line(
     message: str,
 ) -> None:
     output = tmp_path / "out.wav"
-    command = [
-        "synth",
-        "--artifacts",
-        tiny_artifact,
-        "-o",
-        output,
-        "--speaker",
-        SPEAKER,
-        "--text",
-        TEXT,
-        *args,
-    ]
+    command = synth_command(tiny_artifact, output, "--speaker", SPEAKER, "--text", TEXT, *args)
     result = in_process(monkeypatch, capsys, *command, cwd=tmp_path, **settings)
     assert result.returncode == 2 and not output.exists()
     (line,) = result.stderr.strip().splitlines()
