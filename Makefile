@@ -11,6 +11,8 @@ ASSETS := $(CACHE)/whisper-assets
 export COSYVOICE_WHISPER_ASSETS := $(abspath $(ASSETS))
 
 .PHONY: setup demo test lint bench clean
+# Independent prerequisites are made side by side (setup's venv and whisper assets); recipes stay in order.
+MAKEFLAGS += --jobs=2
 
 setup: $(VENV)/.installed $(ASSETS)/multilingual.tiktoken
 
@@ -25,10 +27,11 @@ $(VENV)/.installed: pyproject.toml
 	$(UV) --compile-bytecode -e '.[function,export,test]'
 	touch $@
 
-$(ASSETS)/multilingual.tiktoken: | $(VENV)/.installed
+# Only the system Python's pip and standard library: fetched while the venv installs (MAKEFLAGS' two jobs).
+$(ASSETS)/multilingual.tiktoken:
 	mkdir -p $(CACHE)/sdist $(ASSETS)
-	$(BIN)/pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
-	$(BIN)/python -m export assets $(CACHE)/sdist $(ASSETS)
+	$(PYTHON) -m pip download -q --no-deps --no-binary :all: $(WHISPER_SDIST) -d $(CACHE)/sdist
+	$(PYTHON) -m export assets $(CACHE)/sdist $(ASSETS)
 
 # The demo model's weights are random: the pipeline is real, the audio is noise.
 demo: setup

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.function.jobs.fleet import Deployment
-from tests.function.support import SPEAKER
+from tests.function.jobs.fleet import FLOW_STEPS, Deployment
+from tests.function.support import SPEAKER, aws_env, moto_client
 
 pytestmark = pytest.mark.engine
 
@@ -36,26 +37,45 @@ JOB = {"text": " ".join([SENTENCE] * 3), "speaker": SPEAKER, "seed": 7, "format"
 LONG_JOB = {**JOB, "seed": 9}
 PARTS = {"COSYVOICE_JOB_PART_SECONDS": "1"}  # a part per segment
 STALL = {"COSYVOICE_JOB_STALL_SECONDS": "2"}  # the workers sweep every second while idle
+ONE_PART_SECONDS = 100_000  # the whole job in one part
 
 
 @pytest.fixture(scope="module")
-def references(
-    moto_endpoint: str, artifact_location: str, tmp_path_factory: pytest.TempPathFactory
-) -> Callable[[dict[str, Any]], bytes]:
-    """A job's audio, undisturbed (one worker, one part), made once per job body."""
+def references(moto_endpoint: str, artifact_location: str) -> Callable[[dict[str, Any]], bytes]:
+    """A job's audio, undisturbed: spoken in this process in one part with the fleet's settings (no queue,
+    no worker process; the scenarios hold that every worker makes these same bytes), once per job body."""
+    from function.aws.clients import reset_clients
+    from function.instance.model import build_engine
+    from function.instance.settings import Settings
+    from function.jobs import store, worker
+    from function.service.schema import SpeechJob
+
+    s3 = moto_client("s3", moto_endpoint)
+    bucket = f"reference-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    settings = Settings(
+        artifact=artifact_location,
+        output_bucket=bucket,
+        threads=1,
+        flow_steps=FLOW_STEPS,
+        job_part_seconds=ONE_PART_SECONDS,
+    )
+    engine = build_engine(settings)
     made: dict[str, bytes] = {}
 
     def reference(job: dict[str, Any]) -> bytes:
         key = json.dumps(job, sort_keys=True)
         if key not in made:
-            deployment = Deployment(moto_endpoint, tmp_path_factory.mktemp("reference"), artifact_location)
-            try:
-                deployment.start_worker(COSYVOICE_JOB_PART_SECONDS="100000")
-                deployment.submit("job", job)
-                deployment.wait_done(["job"])
-                made[key] = deployment.result("job")["audio"]
-            finally:
-                deployment.stop()
+            with pytest.MonkeyPatch.context() as patch:
+                for name, value in aws_env(moto_endpoint).items():
+                    patch.setenv(name, value)
+                reset_clients()
+                try:
+                    stored, _ = store.submit(SpeechJob(id=f"job-{len(made)}", **job), settings)
+                    assert worker.run(stored, engine, settings, None) is worker.Outcome.DONE
+                finally:
+                    reset_clients()
+            made[key] = bytes(s3.get_object(Bucket=bucket, Key=stored.key)["Body"].read())
         return made[key]
 
     return reference
