@@ -16,15 +16,23 @@ MAKEFLAGS += --jobs=2
 
 setup: $(VENV)/.installed $(ASSETS)/multilingual.tiktoken
 
-# torch first, pinned, and by pip: pip's configuration here finds the CPU build on disk; anything else pulls
-# a CUDA build. Everything else by uv, which resolves the same versions as pip in a fraction of its time and
-# keeps the installed torch; it then compiles the whole venv's bytecode (torch's too) on every CPU at once.
+# The venv starts without pip: the system's pip installs uv into it (a venv's own pip takes seconds to set
+# up), and uv installs everything else, pip too, resolving the same versions as pip in a fraction of its time.
+# torch is 2.13.0's CPU build. Where pip's find-links (PIP_FIND_LINKS) hold that wheel, uv installs the file
+# itself; elsewhere pip does, whose configuration says where the CPU build comes from (uv would take PyPI's
+# CUDA build). The project's own install keeps the torch it finds, and compiles the bytecode of what it
+# installs on every CPU at once. torch's is written by the first imports instead: the tests use about a third
+# of its modules, and compiling all of them takes longer than those imports do.
+PIP_INTO_VENV := $(PYTHON) -m pip --python $(BIN)/python install -q --no-compile
+PYTHON_TAG := $(shell $(PYTHON) -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+TORCH_WHEEL := $(firstword $(wildcard $(addsuffix /torch-2.13.0+cpu-$(PYTHON_TAG)-*.whl,$(PIP_FIND_LINKS))))
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --no-compile torch==2.13.0 uv
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PIP_INTO_VENV) uv
+	$(if $(TORCH_WHEEL),$(UV) $(TORCH_WHEEL),$(PIP_INTO_VENV) torch==2.13.0)
 	# The upstream reference for the parity tests; --no-deps keeps its GPU-leaning requirements out.
 	$(UV) --no-deps cosyvoice-minicpmo==0.1.0
-	$(UV) --compile-bytecode -e '.[function,export,test]'
+	$(UV) --compile-bytecode pip -e '.[function,export,test]'
 	touch $@
 
 # Only the system Python's pip and standard library: fetched while the venv installs (MAKEFLAGS' two jobs).
