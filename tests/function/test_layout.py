@@ -79,6 +79,12 @@ def graph() -> dict[str, set[str]]:
     }
 
 
+@pytest.fixture(scope="module")
+def edges() -> dict[str, set[str]]:
+    """The package's import graph, read once for the rules that walk it."""
+    return graph()
+
+
 def upward(edges: dict[str, set[str]], layer: str) -> list[str]:
     allowed = set(LAYERS[: LAYERS.index(layer) + 1])
     return sorted(
@@ -103,8 +109,8 @@ def test_every_subpackage_is_a_layer_and_the_top_level_is_small() -> None:
 
 
 @pytest.mark.parametrize("layer", LAYERS)
-def test_a_package_imports_only_the_packages_below_it(layer: str) -> None:
-    found = upward(graph(), layer)
+def test_a_package_imports_only_the_packages_below_it(edges: dict[str, set[str]], layer: str) -> None:
+    found = upward(edges, layer)
     assert not found, f"imports that run back up from function.{layer}:\n" + "\n".join(found)
 
 
@@ -121,8 +127,7 @@ def test_the_engine_knows_nothing_of_http_lambda_s3_or_sqs() -> None:
     assert not outside, "the engine and its core import a service library:\n" + "\n".join(outside)
 
 
-def test_no_module_imports_itself_back_through_others() -> None:
-    edges = graph()
+def test_no_module_imports_itself_back_through_others(edges: dict[str, set[str]]) -> None:
     state: dict[str, int] = {}  # 1 on the current path, 2 finished
     cycles: list[list[str]] = []
 
