@@ -22,6 +22,7 @@ from tests.function.support import (
     MAX_BODY_BYTES,
     MAX_TEXT_CHARS,
     aws_env,
+    aws_in_this_process,
     free_port,
     job_storage,
     moto_client,
@@ -95,15 +96,9 @@ def s3_env(moto_endpoint: str) -> dict[str, str]:
 
 @pytest.fixture
 def aws_in_process(s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """This process's own AWS clients (function.aws.clients) on moto_server: its endpoints in the
-    environment, and the clients made afresh before and after the test."""
-    from function.aws.clients import reset_clients
-
-    for name, value in s3_env.items():
-        monkeypatch.setenv(name, value)
-    reset_clients()
-    yield s3_env
-    reset_clients()
+    """This process's own AWS clients (function.aws.clients) on moto_server for the test."""
+    with aws_in_this_process(s3_env["AWS_ENDPOINT_URL_S3"], monkeypatch) as env:
+        yield env
 
 
 @pytest.fixture

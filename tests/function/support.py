@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from function.local.invoke import LocalLambda
 
@@ -134,10 +135,30 @@ def moto_client(service: str, endpoint: str) -> Any:
     )
 
 
+@contextlib.contextmanager
+def aws_in_this_process(endpoint: str, patch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """This process's own AWS clients (function.aws.clients) on moto_server at `endpoint` while the block
+    runs: its endpoints in the environment (set through `patch`, which undoes them), and the clients made
+    afresh before and after."""
+    from function.aws.clients import reset_clients
+
+    env = aws_env(endpoint)
+    for name, value in env.items():
+        patch.setenv(name, value)
+    reset_clients()
+    try:
+        yield env
+    finally:
+        reset_clients()
+
+
 def messages_on(sqs: Any, queue: str) -> int:
     """Messages on `queue`, visible, in flight or delayed: at once, where a receive would wait."""
-    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
-    names.append("ApproximateNumberOfMessagesDelayed")
+    names = [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ]
     found = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=names)["Attributes"]
     return sum(int(found[name]) for name in names)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.function.jobs.fleet import FLOW_STEPS, Deployment
-from tests.function.support import SPEAKER, aws_env, moto_client
+from tests.function.support import SPEAKER, aws_in_this_process, moto_client
 
 pytestmark = pytest.mark.engine
 
@@ -44,7 +44,6 @@ ONE_PART_SECONDS = 100_000  # the whole job in one part
 def references(moto_endpoint: str, artifact_location: str) -> Callable[[dict[str, Any]], bytes]:
     """A job's audio, undisturbed: spoken in this process in one part with the fleet's settings (no queue,
     no worker process; the scenarios hold that every worker makes these same bytes), once per job body."""
-    from function.aws.clients import reset_clients
     from function.instance.model import build_engine
     from function.instance.settings import Settings
     from function.jobs import store, worker
@@ -66,15 +65,9 @@ def references(moto_endpoint: str, artifact_location: str) -> Callable[[dict[str
     def reference(job: dict[str, Any]) -> bytes:
         key = json.dumps(job, sort_keys=True)
         if key not in made:
-            with pytest.MonkeyPatch.context() as patch:
-                for name, value in aws_env(moto_endpoint).items():
-                    patch.setenv(name, value)
-                reset_clients()
-                try:
-                    stored, _ = store.submit(SpeechJob(id=f"job-{len(made)}", **job), settings)
-                    assert worker.run(stored, engine, settings, None) is worker.Outcome.DONE
-                finally:
-                    reset_clients()
+            with pytest.MonkeyPatch.context() as patch, aws_in_this_process(moto_endpoint, patch):
+                stored, _ = store.submit(SpeechJob(id=f"job-{len(made)}", **job), settings)
+                assert worker.run(stored, engine, settings, None) is worker.Outcome.DONE
             made[key] = bytes(s3.get_object(Bucket=bucket, Key=stored.key)["Body"].read())
         return made[key]
 
