@@ -132,6 +132,7 @@ class Flow:
         t, dt = t_span[0], t_span[1] - t_span[0]
         for step in range(1, len(t_span)):
             velocity = self._velocity(
+                step < len(t_span) - 1,
                 x=np.concatenate([x, x]),
                 mu=mu2,
                 t=np.full(2, t, dtype=np.float32),
@@ -147,24 +148,26 @@ class Flow:
             beat()  # a long segment's flow is the longest a request goes without a token or a chunk
         return x
 
-    def _velocity(self, **batch: np.ndarray) -> np.ndarray:
+    def _velocity(self, more_steps: bool, **batch: np.ndarray) -> np.ndarray:
         """The estimator on the batch of two: in one call, or its rows side by side (row 1 on a thread of
-        its own, started per call: a kept thread would not survive a fork after INIT)."""
+        its own, started per call: a kept thread would not survive a fork after INIT). `more_steps`: another
+        step follows, so the estimator's arena keeps its regions."""
+        run = self.estimator.run_again_soon if more_steps else self.estimator.run
         if not self.rows_side_by_side:
-            return self.estimator.run(**batch)["velocity"]
+            return run(**batch)["velocity"]
         second: list[np.ndarray] = []
         failed: list[BaseException] = []
 
         def run_second() -> None:
             try:
-                second.append(self.estimator.run(**{k: v[1:] for k, v in batch.items()})["velocity"])
+                second.append(run(**{k: v[1:] for k, v in batch.items()})["velocity"])
             except BaseException as exc:  # raised on the calling thread below
                 failed.append(exc)
 
         worker = threading.Thread(target=run_second, name="flow-row", daemon=True)
         worker.start()
         try:
-            first = self.estimator.run(**{k: v[:1] for k, v in batch.items()})["velocity"]
+            first = run(**{k: v[:1] for k, v in batch.items()})["velocity"]
         finally:
             worker.join()
         if failed:

@@ -4,7 +4,10 @@ Two allocators otherwise keep the largest request's working memory for good, and
 requests of growing shapes grows in steps (`python -m bench soak` records RSS between requests):
 - onnxruntime's CPU arena keeps every region it has grown to. `RUN_OPTIONS` asks it to free its idle
   regions at the end of each run (arena shrinkage); the arena itself stays on, because without it every
-  intermediate tensor is a malloc and the flow runs slower.
+  intermediate tensor is a malloc and the flow runs slower. A run that another of the same shapes
+  follows takes `STEP_RUN_OPTIONS` instead, which keep the regions for it: the LLM's decode steps (one
+  token's working memory, whatever the request) and the flow's Euler steps but the last. Giving regions
+  back only to take them again a moment later costs time, and memory is the same once the last run is over.
 - glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB), so once a large
   activation has been freed, the next ones come from the heap, which keeps what it is given. A fixed
   threshold (`fix_mmap_threshold`) keeps blocks of 1 MiB and more as mappings, returned when freed.
@@ -25,13 +28,19 @@ _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1024 * 1024  # activations of a graph run are larger; small objects stay on the heap
 
 
-def _shrinking_run_options() -> ort.RunOptions:
+def _run_options(shrink_arena: bool) -> ort.RunOptions:
     options = ort.RunOptions()
-    options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    # onnxruntime's Python wrapper reads this entry on every run to decide on graph capture, and where it is
+    # unset finds out by raising and catching an error; -1 (no capture, the CPU provider's only way) is read
+    # at once.
+    options.add_run_config_entry("gpu_graph_id", "-1")
+    if shrink_arena:
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
     return options
 
 
-RUN_OPTIONS = _shrinking_run_options()
+RUN_OPTIONS = _run_options(shrink_arena=True)
+STEP_RUN_OPTIONS = _run_options(shrink_arena=False)
 
 
 @functools.cache
@@ -50,4 +59,4 @@ def fix_mmap_threshold() -> bool:
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
-__all__ = ["MMAP_THRESHOLD", "RUN_OPTIONS", "fix_mmap_threshold"]
+__all__ = ["MMAP_THRESHOLD", "RUN_OPTIONS", "STEP_RUN_OPTIONS", "fix_mmap_threshold"]

@@ -483,9 +483,9 @@ def _tokens_drawn_during_the_first_window(engine: Engine, monkeypatch: pytest.Mo
     per_call: list[int] = []
     velocity = engine.flow._velocity
 
-    def watched(**batch: np.ndarray) -> np.ndarray:
+    def watched(more_steps: bool, **batch: np.ndarray) -> np.ndarray:
         before = drawn
-        out = velocity(**batch)
+        out = velocity(more_steps, **batch)
         time.sleep(0.02)  # time enough for an LLM left running to draw
         per_call.append(drawn - before)
         return out

@@ -76,15 +76,18 @@ def test_fewer_steps_call_the_estimator_that_often_and_move_the_mel(
 ) -> None:
     inputs = _inputs(flow)
     calls: list[float] = []
+    kept: list[bool] = []
     velocity = flow._velocity
 
-    def counted(**batch: np.ndarray) -> np.ndarray:
+    def counted(more_steps: bool, **batch: np.ndarray) -> np.ndarray:
         calls.append(float(batch["t"][0]))
-        return velocity(**batch)
+        kept.append(more_steps)
+        return velocity(more_steps, **batch)
 
     monkeypatch.setattr(flow, "_velocity", counted)
     ten = flow(**inputs)
     assert len(calls) == 10
+    assert kept == [True] * 9 + [False]  # the arena's idle regions go back after the last step only
     calls.clear()
     five = flow(**inputs, steps=5)
     np.testing.assert_allclose(calls, time_grid(5)[:-1], rtol=0, atol=1e-6)  # the times it evaluated at
@@ -142,7 +145,7 @@ def test_fewer_steps_change_the_audio_not_the_tokens(
     calls: list[int] = []
     generate, velocity = engine.llm.generate, engine.flow._velocity
     monkeypatch.setattr(engine.llm, "generate", lambda *a: _recorded(generate(*a), drawn))
-    monkeypatch.setattr(engine.flow, "_velocity", lambda **b: (calls.append(1), velocity(**b))[1])
+    monkeypatch.setattr(engine.flow, "_velocity", lambda more, **b: (calls.append(1), velocity(more, **b))[1])
 
     def run(**choice: int) -> tuple[np.ndarray, list[int], int]:
         drawn.clear()

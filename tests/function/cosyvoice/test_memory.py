@@ -78,8 +78,11 @@ def test_the_probe_sees_what_the_default_arena_keeps() -> None:
     assert _growth_mib("keep") > 256
 
 
-def test_the_run_options_ask_for_arena_shrinkage() -> None:
-    assert memory.RUN_OPTIONS.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+def test_the_run_options_ask_for_arena_shrinkage_except_between_steps() -> None:
+    shrinkage = "memory.enable_memory_arena_shrinkage"
+    assert memory.RUN_OPTIONS.get_run_config_entry(shrinkage) == "cpu:0"
+    with pytest.raises(RuntimeError):  # onnxruntime's answer for an entry that is not set
+        memory.STEP_RUN_OPTIONS.get_run_config_entry(shrinkage)
 
 
 def test_an_operators_own_threshold_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
