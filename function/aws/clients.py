@@ -9,17 +9,22 @@ belong to another machine's sockets), hence `reset_clients()`. Endpoints come fr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
+_sessions: list[Any] = []  # the one boto3 session the clients are made from, once the first is made
 
 
-def _cached(service: str, create: Callable[[], Any]) -> Any:
+def _client(service: str, pool: int) -> Any:
+    """The service's client, made on first use from the shared session: a session of its own would load
+    botocore's endpoint and retry data again for each client. Under the lock, since a boto3 session is not
+    safe to make clients from on several threads at once."""
     with _lock:
         if service not in _clients:
-            _clients[service] = create()
+            if not _sessions:
+                _sessions.append(_session())
+            _clients[service] = _sessions[0].client(service, config=_config(pool))
         return _clients[service]
 
 
@@ -37,20 +42,22 @@ def _config(pool: int) -> Any:
 
 def s3_client() -> Any:
     # A pool as wide as the parallel ranged GETs of the artifact loader.
-    return _cached("s3", lambda: _session().client("s3", config=_config(32)))
+    return _client("s3", 32)
 
 
 def sqs_client() -> Any:
-    return _cached("sqs", lambda: _session().client("sqs", config=_config(4)))
+    return _client("sqs", 4)
 
 
 def sns_client() -> Any:
-    return _cached("sns", lambda: _session().client("sns", config=_config(4)))
+    return _client("sns", 4)
 
 
 def reset_clients() -> None:
+    """Drop the clients and their session: the next use makes new ones (credentials read again too)."""
     with _lock:
         _clients.clear()
+        _sessions.clear()
 
 
 __all__ = ["reset_clients", "s3_client", "sns_client", "sqs_client"]
