@@ -5,9 +5,9 @@ requests of growing shapes grows in steps (`python -m bench soak` records RSS be
 - onnxruntime's CPU arena keeps every region it has grown to. `RUN_OPTIONS` asks it to free its idle
   regions at the end of each run (arena shrinkage); the arena itself stays on, because without it every
   intermediate tensor is a malloc and the flow runs slower. A run that another of the same shapes
-  follows takes `STEP_RUN_OPTIONS` instead, which keep the regions for it: the LLM's decode steps (one
-  token's working memory, whatever the request) and the flow's Euler steps but the last. Giving regions
-  back only to take them again a moment later costs time, and memory is the same once the last run is over.
+  follows takes `STEP_RUN_OPTIONS` instead, which keep the regions for it: the flow's Euler steps but the
+  last, and the LLM's decode steps (a token per row, whatever the request: kept for good). Giving regions
+  back only to take them again a moment later costs time.
 - glibc's malloc raises its mmap threshold to the largest block freed (up to 32 MiB), so once a large
   activation has been freed, the next ones come from the heap, which keeps what it is given. A fixed
   threshold (`fix_mmap_threshold`) keeps blocks of 1 MiB and more as mappings, returned when freed.

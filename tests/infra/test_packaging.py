@@ -287,7 +287,7 @@ def test_trim_drops_what_the_handler_never_imports_and_keeps_what_it_needs(tmp_p
 
 def test_the_zip_keeps_botocore_data_for_every_client_the_function_creates():
     sources = "\n".join(path.read_text() for path in (ROOT / "function").rglob("*.py"))
-    created = set(re.findall(r"\.client\(\s*[\"']([\w-]+)[\"']", sources))
+    created = set(re.findall(r"(?:\.client|\b_client)\(\s*[\"']([\w-]+)[\"']", sources))
     assert created and created <= build_zip.AWS_SERVICES
 
 
