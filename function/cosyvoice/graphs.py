@@ -160,9 +160,9 @@ class Graph:
         keeps its regions for it."""
         return self._run(inputs, STEP_RUN_OPTIONS)
 
-    def _run(self, inputs: Mapping[str, np.ndarray], options: ort.RunOptions) -> dict[str, np.ndarray]:
+    def _run(self, inputs: dict[str, np.ndarray], options: ort.RunOptions) -> dict[str, np.ndarray]:
         self._check_inputs(inputs)
-        outputs = self.session.run(self.spec.output_names, dict(inputs), options)
+        outputs = self.session.run(self.spec.output_names, inputs, options)
         return dict(zip(self.spec.output_names, outputs, strict=True))
 
     def bind(self, into: Mapping[str, np.ndarray], **inputs: np.ndarray) -> BoundRun:

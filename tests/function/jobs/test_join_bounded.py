@@ -95,7 +95,7 @@ def download(s3: Any, job: Job, tmp_path: Path) -> Path:
     """The job's audio object, which went up in several upload parts (its first patched on close after
     the second had left), in a file."""
     etag = s3.head_object(Bucket=job.bucket, Key=job.key)["ETag"].strip('"')
-    assert int(etag.rpartition("-")[2]) >= 3 if "-" in etag else False, f"one upload part: {etag}"
+    assert "-" in etag and int(etag.rpartition("-")[2]) >= 3, f"fewer than three upload parts: {etag}"
     assert s3.list_multipart_uploads(Bucket=job.bucket).get("Uploads", []) == []
     path = tmp_path / job.key.rpartition("/")[2]
     s3.download_file(job.bucket, job.key, str(path))
