@@ -33,7 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.floor import least_of_attempts
+from bench.floor import ATTEMPTS, least_of_attempts
 from function.cosyvoice.artifact import Artifact
 from function.cosyvoice.contract import FLOW_ENCODER, FLOW_ESTIMATOR, HIFT_F0, HIFT_GENERATOR
 from function.cosyvoice.flow import Flow
@@ -194,14 +194,15 @@ def gemm_model(precision: str) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def gemm_peak(precision: str, threads: int) -> float:
-    """Multiply-adds per second of onnxruntime's prepacked GEMM at `precision` on `threads`."""
+def gemm_peak(precision: str, threads: int, attempts: int = ATTEMPTS) -> float:
+    """Multiply-adds per second of onnxruntime's prepacked GEMM at `precision` on `threads`, the best of
+    `attempts`."""
     m, k, n = GEMM
     session = ort.InferenceSession(
         gemm_model(precision), session_options(threads, prepack=True), providers=["CPUExecutionProvider"]
     )
     a = np.ones((m, k), np.float32) if precision == "fp32" else np.full((m, k), 3, np.uint8)
-    return m * k * n / least_of_attempts(lambda: _timed_best(session, {"a": a}))
+    return m * k * n / least_of_attempts(lambda: _timed_best(session, {"a": a}), attempts)
 
 
 def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]) -> dict[str, float]:
@@ -209,16 +210,18 @@ def floors(counts: Mapping[str, Mapping[str, float]], peaks: Mapping[str, float]
     return {stage: sum(n / peaks[precision] for precision, n in by.items()) for stage, by in counts.items()}
 
 
-def measure(artifact_dir: Path, threads: int, seconds: float = SECONDS) -> dict[str, Any]:
-    """Multiply-adds per audio second of a `seconds`-long segment, the GEMM peaks and the floors, for
-    bench.speed's table."""
+def measure(
+    artifact_dir: Path, threads: int, seconds: float = SECONDS, attempts: int = ATTEMPTS
+) -> dict[str, Any]:
+    """Multiply-adds per audio second of a `seconds`-long segment, the GEMM peaks (each the best of
+    `attempts`) and the floors, for bench.speed's table."""
     by_graph = graph_multiply_adds_per_second(artifact_dir, threads, seconds)
     counts = _by_stage(by_graph)
     # The stages' sessions keep their worker threads spinning for a while after a run; measured at once,
     # the peak shared the cores with them (one run's fp32 peak came out at 37 G/s against 97 G/s in the
     # next process). Let them park first.
     time.sleep(SETTLE_SECONDS)
-    peaks = {precision: gemm_peak(precision, threads) for precision in ("fp32", "int8")}
+    peaks = {precision: gemm_peak(precision, threads, attempts) for precision in ("fp32", "int8")}
     return {
         "multiply_adds": counts,
         "peaks": peaks,

@@ -102,13 +102,16 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
             "mel": backend.mel_moved(COMPARED_FLOW_STEPS),
             "runs": [timed(workload["texts"][args.stream_text], args.fast_steps) for _ in range(args.runs)],
         }
-    floor = backend.decode_floor() if backend.name == "ours" else None  # the weights are the same
+    # the weights are the same: ours only
+    floor = backend.decode_floor(args.floor_attempts) if backend.name == "ours" else None
     # Counted on as much audio as the streamed text gave (one segment): the flow's attention per audio
     # second grows with the segment's length.
     stream_runs = texts.get(args.stream_text, [])
     segment_seconds = stream_runs[0]["audio_seconds"] if stream_runs else 0.0
     arithmetic = (
-        backend.arithmetic_floor(segment_seconds) if backend.name == "ours" and segment_seconds > 0 else None
+        backend.arithmetic_floor(segment_seconds, args.floor_attempts)
+        if backend.name == "ours" and segment_seconds > 0
+        else None
     )
     # Streaming last: upstream's LLM thread cannot be stopped once started, so nothing may run after it.
     # Ours streams to the end (its busy stages overlap there); upstream only to its first chunk, as its
@@ -256,6 +259,12 @@ def main() -> None:
     parser.add_argument("--texts", default="")
     parser.add_argument("--stream-text", default="")
     parser.add_argument("--fast-steps", type=int, default=0, help="speed (ours): the fast tier's flow steps")
+    parser.add_argument(
+        "--floor-attempts",
+        type=int,
+        default=None,
+        help="speed (ours): measurements, a second apart, each floor is the least of (default bench.floor's)",
+    )
     parser.add_argument("--workers", default="1", help="forks: group sizes, e.g. 1,2,4")
     parser.add_argument("--until-ready", action="store_true", help="coldstart: stop once the model is loaded")
     parser.add_argument("--in-memory", action="store_true", help="ours: read the artifact into memory first")

@@ -110,9 +110,9 @@ def least_of_attempts(measure: Callable[[], float], attempts: int = ATTEMPTS) ->
     return best
 
 
-def floor_seconds(n_bytes: int, threads: int, runs: int = 20) -> float:
+def floor_seconds(n_bytes: int, threads: int, runs: int = 20, attempts: int = ATTEMPTS) -> float:
     """Seconds of a prepacked fp32 GEMV chain over `n_bytes` of weights: the median of `runs` (after 3
-    warm ones), the least of `least_of_attempts`' attempts."""
+    warm ones), the least of `attempts` (`least_of_attempts`)."""
     session = ort.InferenceSession(
         gemv_chain(n_bytes), session_options(threads, prepack=True), providers=["CPUExecutionProvider"]
     )
@@ -127,14 +127,14 @@ def floor_seconds(n_bytes: int, threads: int, runs: int = 20) -> float:
                 times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    return least_of_attempts(median_run)
+    return least_of_attempts(median_run, attempts)
 
 
-def measure(artifact_dir: Path, threads: int) -> dict[str, float]:
+def measure(artifact_dir: Path, threads: int, attempts: int = ATTEMPTS) -> dict[str, float]:
     """{"bytes", "ms", "gb_per_s", "cache_bytes_per_position"} of the decode step's floor for this
-    artifact."""
+    artifact, the least of `attempts`."""
     n_bytes = decode_weight_bytes(artifact_dir)
-    seconds = floor_seconds(n_bytes, threads)
+    seconds = floor_seconds(n_bytes, threads, attempts=attempts)
     return {
         "bytes": n_bytes,
         "ms": 1000 * seconds,

@@ -70,20 +70,22 @@ class OursBackend:
         }
         return {"reference_steps": kwargs.get("steps"), "frames": int(reference.shape[-1]), "moved": moved}
 
-    def decode_floor(self) -> dict[str, float]:
-        """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads."""
-        from bench.floor import measure
+    def decode_floor(self, attempts: int | None = None) -> dict[str, float]:
+        """The memory-bandwidth floor of one decode step of this artifact (bench.floor), same threads, the
+        least of `attempts` (default bench.floor.ATTEMPTS)."""
+        from bench.floor import ATTEMPTS, measure
         from function.cosyvoice.graphs import available_cpus
 
-        return measure(self.artifact_dir, self.threads or available_cpus())
+        return measure(self.artifact_dir, self.threads or available_cpus(), attempts or ATTEMPTS)
 
-    def arithmetic_floor(self, seconds: float) -> dict[str, Any]:
+    def arithmetic_floor(self, seconds: float, attempts: int | None = None) -> dict[str, Any]:
         """The flow's and the vocoder's multiply-adds on a `seconds`-long segment over this CPU's GEMM
-        rates (bench.arithmetic)."""
+        rates (bench.arithmetic), each rate the best of `attempts` (default bench.floor.ATTEMPTS)."""
         from bench.arithmetic import measure
+        from bench.floor import ATTEMPTS
         from function.cosyvoice.graphs import available_cpus
 
-        return measure(self.artifact_dir, self.threads or available_cpus(), seconds)
+        return measure(self.artifact_dir, self.threads or available_cpus(), seconds, attempts or ATTEMPTS)
 
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine

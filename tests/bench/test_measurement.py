@@ -355,7 +355,19 @@ def test_the_speed_child_runs_the_fast_tier_on_the_same_tokens(tiny_artifact: Pa
 
     config = BenchConfig(artifacts={"fp32": tiny_artifact}, results=tmp_path, threads=1)
     config.workload()
-    args = ("--runs", "1", "--texts", "short", "--stream-text", "short", "--fast-steps", "5")
+    # One attempt at each floor: the floors' own tests are above; the attempts' spacing would only wait.
+    args = (
+        "--runs",
+        "1",
+        "--texts",
+        "short",
+        "--stream-text",
+        "short",
+        "--fast-steps",
+        "5",
+        "--floor-attempts",
+        "1",
+    )
     data = config.child("ours", "speed", tiny_artifact, *args).data
     (ten,) = data["texts"]["short"]
     fast = data["fast"]

@@ -65,12 +65,13 @@ def job_view(runtime: LocalLambda, job_id: str) -> dict[str, Any]:
     return view
 
 
-def received(sqs: Any, queue: str, most: int = 2) -> list[dict[str, Any]]:
-    """The messages now visible on the queue, as Lambda's poller would put them in an SQS event."""
+def received(sqs: Any, queue: str, most: int = 2, wait_seconds: int = 2) -> list[dict[str, Any]]:
+    """The messages visible on the queue within `wait_seconds`, as Lambda's poller would put them in an
+    SQS event."""
     response = sqs.receive_message(
         QueueUrl=queue,
         MaxNumberOfMessages=most,
-        WaitTimeSeconds=2,
+        WaitTimeSeconds=wait_seconds,
         AttributeNames=["All"],
         MessageAttributeNames=["All"],
     )
@@ -104,9 +105,10 @@ def as_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def poll_once(runtime: LocalLambda, sqs: Any, queue: str) -> dict[str, Any] | None:
-    """What Lambda's SQS poller does: one batch in, acked records deleted, failed ones left to reappear."""
-    messages = received(sqs, queue)
+def poll_once(runtime: LocalLambda, sqs: Any, queue: str, wait_seconds: int = 2) -> dict[str, Any] | None:
+    """What Lambda's SQS poller does: one batch in, acked records deleted, failed ones left to reappear.
+    None: nothing became visible within `wait_seconds`."""
+    messages = received(sqs, queue, wait_seconds=wait_seconds)
     if not messages:
         return None
     reply = runtime.invoke(as_event(messages)).json()

@@ -209,7 +209,7 @@ def test_a_worker_serving_another_artifact_never_speaks_the_jobs_parts(
     assert deployment.terminate(first) == 0
     written = deployment.parts_written("job")
     foreign = deployment.start_worker(COSYVOICE_ARTIFACT=str(other))
-    deployment.wait_for(lambda: len(deployment.lines("foreign_artifact")) >= 2, "handed a part back twice")
+    deployment.wait_for(lambda: deployment.lines("foreign_artifact") != [], "handed a part back")
     assert deployment.terminate(foreign) == 0
     assert deployment.parts_written("job") == written
     deployment.start_worker()
