@@ -1,4 +1,9 @@
-"""`python -m function synth` and `speakers` as a user runs them (subprocesses, tiny artifact). No torch."""
+"""`python -m function synth`, `speakers` and `verify` on the tiny artifact. No torch.
+
+Each command runs as a user runs it (a subprocess) where the interpreter's start, the environment or the
+exit status is what is tested; the modes, formats and seeds of `synth` run its same code in this process
+(`in_process`), without an interpreter's start each.
+"""
 
 from __future__ import annotations
 
@@ -58,6 +63,18 @@ def synth(
     return cli(*synth_command(artifact, output, *args), cwd=output.parent, **settings)
 
 
+def synth_here(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    artifact: Path,
+    output: Path,
+    *args: str | Path,
+) -> subprocess.CompletedProcess[str]:
+    """As `synth`, in this process (`in_process`)."""
+    command = synth_command(artifact, output, *args)
+    return in_process(monkeypatch, capsys, *command, cwd=output.parent, loads_the_model=True)
+
+
 def voiced_wav(seconds: float, rate: int = 16000) -> bytes:
     t = np.arange(int(seconds * rate)) / rate
     audio = 0.3 * np.sin(2 * np.pi * 150 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t) ** 2)
@@ -100,7 +117,12 @@ def test_verify_passes_a_good_artifact_and_names_a_damaged_file(
 
 @pytest.mark.parametrize("mode", ["sft", "instruct", "zero_shot", "cross_lingual"])
 def test_synth_every_mode_writes_a_wav(
-    tiny_artifact: Path, tmp_path: Path, prompt_wav: Path, mode: str
+    tiny_artifact: Path,
+    tmp_path: Path,
+    prompt_wav: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    mode: str,
 ) -> None:
     voices: dict[str, list[str | Path]] = {
         "sft": ["--speaker", SPEAKER],
@@ -109,7 +131,9 @@ def test_synth_every_mode_writes_a_wav(
         "cross_lingual": ["--prompt-wav", prompt_wav],
     }
     output = tmp_path / "out.wav"
-    result = synth(tiny_artifact, output, "--text", TEXT, "--seed", "1", *voices[mode])
+    result = synth_here(
+        monkeypatch, capsys, tiny_artifact, output, "--text", TEXT, "--seed", "1", *voices[mode]
+    )
     assert result.returncode == 0, result.stderr
     audio, rate = soundfile.read(output, dtype="float32")
     assert rate == 22050 and audio.ndim == 1 and len(audio) > rate // 2 and np.std(audio) > 1e-3
@@ -132,14 +156,13 @@ def test_synth_stream_writes_a_complete_wav_and_reports_the_first_chunk(
 
 
 def test_synth_is_reproducible_with_a_seed_and_speed_scales_duration(
-    tiny_artifact: Path, tmp_path: Path
+    tiny_artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs = {}
     for name, speed in (("a", "1.0"), ("b", "1.0"), ("fast", "2.0")):
         output = tmp_path / f"{name}.wav"
-        result = synth(
-            tiny_artifact, output, "--speaker", SPEAKER, "--text", TEXT, "--seed", "7", "--speed", speed
-        )
+        spoken = ("--speaker", SPEAKER, "--text", TEXT, "--seed", "7", "--speed", speed)
+        result = synth_here(monkeypatch, capsys, tiny_artifact, output, *spoken)
         assert result.returncode == 0, result.stderr
         runs[name] = output.read_bytes()
     assert runs["a"] == runs["b"]
@@ -159,12 +182,19 @@ def test_synth_is_reproducible_with_a_seed_and_speed_scales_duration(
     ],
 )
 def test_synth_formats_from_the_suffix_or_the_flag(
-    tiny_artifact: Path, tmp_path: Path, name: str, args: list[str], container: str | None
+    tiny_artifact: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    args: list[str],
+    container: str | None,
 ) -> None:
     if container is not None and container not in soundfile.available_formats():
         pytest.skip(f"this libsndfile cannot write {container}")
     output = tmp_path / name
-    result = synth(tiny_artifact, output, "--speaker", SPEAKER, "--text", TEXT, "--seed", "2", *args)
+    spoken = ("--speaker", SPEAKER, "--text", TEXT, "--seed", "2", *args)
+    result = synth_here(monkeypatch, capsys, tiny_artifact, output, *spoken)
     assert result.returncode == 0, result.stderr
     if container is None:  # raw s16le: twice the samples, a whole number of them
         assert output.stat().st_size % 2 == 0 and output.stat().st_size > 2 * 22050
@@ -229,10 +259,12 @@ def in_process(
     capsys: pytest.CaptureFixture[str],
     *args: str | Path,
     cwd: Path,
+    loads_the_model: bool = False,
     **settings: str,
 ) -> subprocess.CompletedProcess[str]:
-    """As `cli`, in this process, for a command refused before it takes the deployment's settings and
-    builds an engine: doing either here (which would set this process's settings) fails the test."""
+    """As `cli`, in this process. A command that loads the model takes this process's settings for the
+    test's length. Any other is refused before it takes the deployment's settings and builds an engine:
+    doing either here fails the test."""
     for name in [name for name in os.environ if name.startswith("COSYVOICE_")]:
         if name != "COSYVOICE_WHISPER_ASSETS":
             monkeypatch.delenv(name)
@@ -243,8 +275,11 @@ def in_process(
     def no_engine(*args: object, **kwargs: object) -> None:
         raise AssertionError("this command was meant to be refused before the model loads")
 
-    monkeypatch.setattr(function.instance.settings, "use_settings", no_engine)
-    monkeypatch.setattr(function.instance.model, "build_engine", no_engine)
+    if loads_the_model:  # put back when the test ends
+        monkeypatch.setattr(function.instance.settings, "_settings", None)
+    else:
+        monkeypatch.setattr(function.instance.settings, "use_settings", no_engine)
+        monkeypatch.setattr(function.instance.model, "build_engine", no_engine)
     try:
         code = function_main([*map(str, args)])
     except SystemExit as exit:  # argparse's own usage errors
