@@ -37,10 +37,14 @@ def free_port() -> int:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without Lambda or COSYVOICE settings, plus `extra`."""
+    """This process's environment without Lambda or COSYVOICE settings, plus `extra`.
+
+    The function's engine runs on one thread (COSYVOICE_THREADS) unless `extra` says otherwise: each test
+    worker keeps a CPU busy, so an engine on every CPU would only contend with the other worker's tests.
+    The split of more CPUs between the engine's sessions is tested in tests/function/cosyvoice."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_LAMBDA_", "COSYVOICE_"))}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**env, **extra}
+    return {**env, "COSYVOICE_THREADS": "1", **extra}
 
 
 def wait_until(check: Any, process: subprocess.Popen[Any], timeout: float, log: Path) -> None:

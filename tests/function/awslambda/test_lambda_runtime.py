@@ -196,7 +196,7 @@ def test_a_damaged_artifact_fails_a_snapshot_init_but_an_on_demand_one_only_chec
 def test_clones_of_one_snapshot_draw_different_random_streams(artifact_location: str) -> None:
     seeded = {**DIRECT, "seed": 11}
     unseeded, pinned = [], []
-    with local_lambda(artifact_location, snapstart=True, clones=2, COSYVOICE_THREADS="1") as runtime:
+    with local_lambda(artifact_location, snapstart=True, clones=2) as runtime:
         runtime.wait_init()
         for _ in range(2):
             runtime.restore()

@@ -55,7 +55,6 @@ class Deployment:
             COSYVOICE_DEAD_LETTER_QUEUE_URL=self.dead_letters,
             COSYVOICE_JOB_TOPIC_ARN=topic,
             COSYVOICE_JOB_LEASE_SECONDS=str(LEASE_SECONDS),
-            COSYVOICE_THREADS="1",
             COSYVOICE_WARMUP="0",
             # The fewest flow steps: what these tests hold is how a job's parts move, which the steps do
             # not change (a test that moves a job to other steps gives that worker its own).
