@@ -102,7 +102,7 @@ def speed(backend: Any, workload: dict[str, Any], clock: PhaseClock, args: argpa
             "mel": backend.mel_moved(COMPARED_FLOW_STEPS),
             "runs": [timed(workload["texts"][args.stream_text], args.fast_steps) for _ in range(args.runs)],
         }
-    # the weights are the same: ours only
+    # Ours only: upstream's weights are the same.
     floor = backend.decode_floor(args.floor_attempts) if backend.name == "ours" else None
     # Counted on as much audio as the streamed text gave (one segment): the flow's attention per audio
     # second grows with the segment's length.
@@ -269,6 +269,10 @@ def main() -> None:
     parser.add_argument("--until-ready", action="store_true", help="coldstart: stop once the model is loaded")
     parser.add_argument("--in-memory", action="store_true", help="ours: read the artifact into memory first")
     args = parser.parse_args()
+    if args.floor_attempts is not None and args.floor_attempts < 1:
+        parser.error(
+            f"--floor-attempts {args.floor_attempts}: a floor is the least of one measurement or more"
+        )
     workload = json.loads(args.workload.read_text())
     backend = _backend(args, workload["speaker"], workload["seed"])
     data = MODES[args.mode](backend, workload, clock, args)

@@ -76,7 +76,8 @@ class OursBackend:
         from bench.floor import ATTEMPTS, measure
         from function.cosyvoice.graphs import available_cpus
 
-        return measure(self.artifact_dir, self.threads or available_cpus(), attempts or ATTEMPTS)
+        threads = self.threads or available_cpus()
+        return measure(self.artifact_dir, threads, ATTEMPTS if attempts is None else attempts)
 
     def arithmetic_floor(self, seconds: float, attempts: int | None = None) -> dict[str, Any]:
         """The flow's and the vocoder's multiply-adds on a `seconds`-long segment over this CPU's GEMM
@@ -85,7 +86,8 @@ class OursBackend:
         from bench.floor import ATTEMPTS
         from function.cosyvoice.graphs import available_cpus
 
-        return measure(self.artifact_dir, self.threads or available_cpus(), seconds, attempts or ATTEMPTS)
+        threads = self.threads or available_cpus()
+        return measure(self.artifact_dir, threads, seconds, ATTEMPTS if attempts is None else attempts)
 
     def instrument(self, times: StageTimes) -> None:
         engine = self.engine

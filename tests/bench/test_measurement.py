@@ -378,6 +378,21 @@ def test_the_speed_child_runs_the_fast_tier_on_the_same_tokens(tiny_artifact: Pa
     assert all(0 < moved < 1 for moved in fast["mel"]["moved"].values())
 
 
+@pytest.mark.parametrize("attempts", ["0", "-2"])
+def test_the_speed_child_refuses_a_floor_of_no_measurement(
+    attempts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import child
+
+    command = ["ours", "speed", "--source", tmp_path, "--workload", tmp_path / "w.json", "--result", tmp_path]
+    monkeypatch.setattr("sys.argv", ["bench.child", *map(str, command), "--floor-attempts", attempts])
+    with pytest.raises(SystemExit) as exited:
+        child.main()
+    assert exited.value.code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert f"--floor-attempts {attempts}: a floor is the least of one measurement or more" in line
+
+
 def test_the_cost_table_has_a_row_per_tier() -> None:
     from bench.speed import tier_rtfs
 
