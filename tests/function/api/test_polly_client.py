@@ -29,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from bench.workload import recording
 from function.local.invoke import LocalLambda
-from tests.function.jobs.test_jobs import poll_once
+from tests.function.jobs.test_jobs import poll_while_visible
 from tests.function.support import EVENTS, job_storage, local_lambda, moto_client, serving
 
 pytestmark = pytest.mark.engine
@@ -345,9 +345,7 @@ def test_tasks_are_completed_through_the_queue(
     sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
     runtime: LocalLambda
     with local_lambda(artifact_location, **storage) as runtime:
-        # Until none is visible: the tasks were queued before, and what fails waits for its redrive.
-        while poll_once(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"], wait_seconds=0) is not None:
-            pass
+        poll_while_visible(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"])
     done = polly.get_speech_synthesis_task(TaskId=audio["TaskId"])["SynthesisTask"]
     assert done["TaskStatus"] == "completed" and done["OutputUri"] == audio["OutputUri"]
     written = s3.get_object(Bucket=bucket, Key=f"tts/books/{audio['TaskId']}.mp3")["Body"].read()

@@ -28,7 +28,7 @@ from botocore.exceptions import ClientError
 from bench.workload import recording
 from function.core.tenant import fingerprint
 from tests.function.api.test_polly_client import LEXICON, polly_client
-from tests.function.jobs.test_jobs import poll_once
+from tests.function.jobs.test_jobs import poll_while_visible
 from tests.function.support import SPEAKER, job_storage, local_lambda, moto_client, serving
 
 pytestmark = pytest.mark.engine
@@ -274,9 +274,7 @@ def test_a_tenants_task_speaks_in_its_own_custom_voice_through_the_queue(
     )["SynthesisTask"]
     sqs = moto_client("sqs", storage["AWS_ENDPOINT_URL_SQS"])
     with local_lambda(artifact_location, **storage) as runtime:
-        # Until none is visible: the tasks were queued before, and what fails waits for its redrive.
-        while poll_once(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"], wait_seconds=0) is not None:
-            pass
+        poll_while_visible(runtime, sqs, storage["COSYVOICE_JOB_QUEUE_URL"])
     done = alice.get_speech_synthesis_task(TaskId=task["TaskId"])["SynthesisTask"]
     assert done["TaskStatus"] == "completed", done.get("TaskStatusReason")
     assert keys_under(storage, f"tts/tenants/alice/own/{task['TaskId']}.mp3")

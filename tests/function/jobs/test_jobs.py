@@ -119,6 +119,13 @@ def poll_once(runtime: LocalLambda, sqs: Any, queue: str, wait_seconds: int = 2)
     return reply
 
 
+def poll_while_visible(runtime: LocalLambda, sqs: Any, queue: str) -> None:
+    """Poll as Lambda's poller does until no message is visible, for messages queued before the first poll:
+    what is handed back waits for its retry or for SQS's redrive, and is left there."""
+    while poll_once(runtime, sqs, queue, wait_seconds=0) is not None:
+        pass
+
+
 @pytest.fixture
 def jobs_env(bucket: str, queue: str, dead_letters: str, s3_env: dict[str, str]) -> dict[str, str]:
     return dict(
